@@ -1,0 +1,85 @@
+"""The `vllm-medic` command line: a thin shell; every command lives in its stage's package.
+
+Each package's ``cli.py`` exposes ``register(app)``. Heavy imports stay inside command bodies so
+that ``vllm-medic doctor`` starts fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+from rich.console import Console
+
+from vllm_medic import __version__
+from vllm_medic.errors import MedicError
+from vllm_medic.model import ExitCode
+
+app = typer.Typer(
+    name="vllm-medic",
+    help="Diagnose self-hosted vLLM deployments (Kimi K3 first) and sign off an acceptance sheet.\n\n"
+    "Exit codes: 0 nothing failed, 1 at least one failure (with --strict also warnings), "
+    "2 usage error, 3 the tool itself could not work.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+_COMMAND_MODULES = (
+    "vllm_medic.collect.cli",
+    "vllm_medic.checks.cli",
+    "vllm_medic.triage.cli",
+    "vllm_medic.accept.cli",
+    "vllm_medic.cache.cli",
+    "vllm_medic.plan.cli",
+    "vllm_medic.sim.cli",
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"vllm-medic {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    pass
+
+
+for _name in _COMMAND_MODULES:
+    importlib.import_module(_name).register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    err = Console(stderr=True)
+    try:
+        app(args=argv, standalone_mode=True)
+    except MedicError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/] (what was already measured has been saved where the command says)")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except SystemExit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback for the user
+        if os.environ.get("VLLM_MEDIC_DEBUG"):
+            raise
+        err.print(
+            f"[red]internal error:[/] {type(exc).__name__}: {exc}\n"
+            "Set VLLM_MEDIC_DEBUG=1 to see the traceback, and please report it.",
+            highlight=False,
+        )
+        sys.exit(int(ExitCode.TOOL_ERROR))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""Helpers every command uses: the common output flags and the one exit-code policy."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from vllm_medic.model import ExitCode, Finding, exit_code_for
+from vllm_medic.report.jsonout import dumps
+from vllm_medic.report.junit import write_junit
+from vllm_medic.report.terminal import render_findings
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+JunitOpt = Annotated[
+    Path | None, typer.Option("--junit", help="Write findings as JUnit XML to FILE.", metavar="FILE")
+]
+StrictOpt = Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too, not only on failures.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show evidence for passing checks too.")]
+
+stderr = Console(stderr=True)
+
+
+def console() -> Console:
+    return Console(soft_wrap=False)
+
+
+def emit_findings(
+    findings: Iterable[Finding],
+    *,
+    as_json: bool,
+    junit: Path | None,
+    strict: bool,
+    suite: str,
+    extra: dict[str, Any] | None = None,
+    title: str | None = None,
+    verbose: bool = False,
+) -> ExitCode:
+    items = list(findings)
+    if junit is not None:
+        write_junit(junit, items, suite, strict)
+    code = exit_code_for(items, strict)
+    if as_json:
+        payload: dict[str, Any] = dict(extra or {})
+        payload["findings"] = [f.to_dict() for f in items]
+        payload["exit_code"] = int(code)
+        sys.stdout.write(dumps(payload) + "\n")
+    else:
+        render_findings(items, console(), verbose=verbose, title=title)
+    return code
+
+
+def fail_usage(message: str) -> typer.Exit:
+    stderr.print(f"[red]error:[/] {message}", highlight=False)
+    return typer.Exit(int(ExitCode.USAGE))

@@ -1,0 +1,1 @@
+"""Rendering findings and runs: terminal, JSON, JUnit XML, single-file HTML."""

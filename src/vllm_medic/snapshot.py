@@ -1,0 +1,247 @@
+"""The environment facts one collection produces (`snapshot.json`), shared by collect and check.
+
+Parsers fill these from raw command outputs; rules read them. Every field is optional: a missing
+source leaves its field empty and records why in ``errors``, so a rule can say "could not check".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class SourceError:
+    source: str  # canonical source name, e.g. "nvidia-smi"
+    kind: str  # missing | timeout | nonzero | unparsable | permission | error | not_applicable
+    message: str = ""
+    exit_code: int | None = None
+
+
+@dataclass
+class Driver:
+    version: str | None = None  # "580.65.06"
+    cuda_version: str | None = None  # nvidia-smi's "CUDA Version", e.g. "13.0"
+    kernel_module_version: str | None = None  # from /proc/driver/nvidia/version
+    nvml_library_version: str | None = None  # from "NVML library version: 570.124"
+    status: str = "unknown"  # ok | no_driver | version_mismatch | hung | not_found | error | unknown
+    status_detail: str = ""
+
+
+@dataclass
+class Gpu:
+    index: int
+    name: str = ""
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    bus_id: str | None = None
+    uuid: str | None = None
+    mig_mode: str | None = None
+    compute_mode: str | None = None
+    persistence_mode: str | None = None
+    utilization_pct: int | None = None
+    fabric_state: str | None = None
+    fabric_status: str | None = None
+
+
+@dataclass
+class GpuProcess:
+    gpu_index: int | None
+    pid: int | None
+    name: str = ""
+    used_mib: int | None = None
+    type: str | None = None
+
+
+@dataclass
+class Topology:
+    devices: list[str] = field(default_factory=list)  # column order: GPU0.., NIC0..
+    matrix: dict[str, dict[str, str]] = field(default_factory=dict)  # row -> col -> link (NV18, PIX, SYS, X)
+    cpu_affinity: dict[str, str] = field(default_factory=dict)
+    numa_affinity: dict[str, str] = field(default_factory=dict)
+    nic_legend: dict[str, str] = field(default_factory=dict)  # NIC0 -> mlx5_0
+
+
+@dataclass
+class RdmaPort:
+    ib_dev: str
+    port: int | None = None
+    netdev: str | None = None
+    state: str | None = None  # Up | Down
+
+
+@dataclass
+class NetLink:
+    name: str
+    state: str | None = None  # UP | DOWN | UNKNOWN
+    mtu: int | None = None
+    kind: str | None = None  # ether | infiniband | loopback | ...
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Image:
+    tag: str | None = None  # repo:tag as given
+    digest: str | None = None  # sha256:... from RepoDigests
+    repo_digests: list[str] = field(default_factory=list)
+    id: str | None = None
+    created: str | None = None
+    cuda_version: str | None = None  # from Env CUDA_VERSION / labels
+    env: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    entrypoint: list[str] = field(default_factory=list)
+    cmd: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Vllm:
+    version: str | None = None  # "0.27.1" (base, without local suffix)
+    raw: str | None = None  # as printed, e.g. "0.23.0+cu129"
+    variant: str | None = None  # local version tag, e.g. "cu129"
+    git_sha: str | None = None
+
+
+@dataclass
+class Torch:
+    version: str | None = None
+    cuda: str | None = None  # CUDA torch was built with, e.g. "12.8"
+
+
+@dataclass
+class PythonEnv:
+    packages: dict[str, str] = field(default_factory=dict)  # normalised name -> version
+    torch: Torch = field(default_factory=Torch)
+    cuda_userspace: dict[str, list[str]] = field(default_factory=dict)  # "12" -> ["nvidia-cublas-cu12==..."]
+    nccl_version: str | None = None
+
+
+@dataclass
+class Launch:
+    source: str | None = None  # argv | file | docker-inspect | kubernetes | ...
+    argv: list[str] = field(default_factory=list)
+    model: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)  # dest -> value, e.g. tensor_parallel_size -> 8
+    env: dict[str, str] = field(default_factory=dict)
+    image: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Container:
+    in_container: bool | None = None
+    runtime: str | None = None  # docker | kubernetes | podman | containerd | lxc | none
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Host:
+    hostname: str | None = None
+    kernel: str | None = None
+    os: str | None = None
+    arch: str | None = None
+
+
+@dataclass
+class Snapshot:
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str | None = None
+    collected_at: str | None = None
+    node: str | None = None
+    host: Host = field(default_factory=Host)
+    driver: Driver = field(default_factory=Driver)
+    gpus: list[Gpu] = field(default_factory=list)
+    gpu_processes: list[GpuProcess] = field(default_factory=list)
+    topology: Topology = field(default_factory=Topology)
+    rdma: list[RdmaPort] = field(default_factory=list)
+    net_links: list[NetLink] = field(default_factory=list)
+    kernel_modules: list[str] = field(default_factory=list)
+    image: Image = field(default_factory=Image)
+    vllm: Vllm = field(default_factory=Vllm)
+    python: PythonEnv = field(default_factory=PythonEnv)
+    env: dict[str, str] = field(default_factory=dict)  # relevant variables, redacted
+    launch: Launch = field(default_factory=Launch)
+    container: Container = field(default_factory=Container)
+    extra: dict[str, Any] = field(
+        default_factory=dict
+    )  # facts added by later probes (in-image, xid, fabric, limits)
+    errors: list[SourceError] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Snapshot:
+        return _build(cls, data)
+
+    def error_for(self, source: str) -> SourceError | None:
+        for e in self.errors:
+            if e.source == source:
+                return e
+        return None
+
+
+def _build(tp: Any, data: Any) -> Any:
+    """Tolerant reconstruction: unknown keys are ignored, wrong shapes fall back to defaults."""
+    if data is None:
+        return None
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(data, dict):
+            return tp() if _all_defaults(tp) else None
+        hints = typing.get_type_hints(tp)
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if f.name in data:
+                kwargs[f.name] = _build(hints[f.name], data[f.name])
+        try:
+            return tp(**kwargs)
+        except TypeError:
+            return None
+    if origin in (types.UnionType, typing.Union):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        for a in args:
+            try:
+                built = _build(a, data)
+            except (TypeError, ValueError):
+                continue
+            if built is not None:
+                return built
+        return None
+    if origin is list:
+        (inner,) = typing.get_args(tp) or (Any,)
+        if not isinstance(data, list):
+            return []
+        out = [_build(inner, x) for x in data]
+        return [x for x in out if x is not None]
+    if origin is dict:
+        _k, v = typing.get_args(tp) or (Any, Any)
+        if not isinstance(data, dict):
+            return {}
+        return {str(k): _build(v, x) for k, x in data.items()}
+    if tp is Any:
+        return data
+    if tp is int:
+        if isinstance(data, bool):
+            return int(data)
+        return (
+            int(data)
+            if isinstance(data, int | float | str) and str(data).strip().lstrip("-").isdigit()
+            else None
+        )
+    if tp is str:
+        return data if isinstance(data, str) else str(data)
+    if tp is bool:
+        return bool(data)
+    return data
+
+
+def _all_defaults(tp: type) -> bool:
+    return all(
+        f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING  # type: ignore[misc]
+        for f in dataclasses.fields(tp)
+    )
