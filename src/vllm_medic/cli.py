@@ -36,6 +36,8 @@ _COMMAND_MODULES = (
     "vllm_medic.cache.cli",
     "vllm_medic.plan.cli",
     "vllm_medic.sim.cli",
+    "vllm_medic.store.cli",
+    "vllm_medic.cluster.cli",
 )
 
 
