@@ -38,6 +38,7 @@ _COMMAND_MODULES = (
     "vllm_medic.sim.cli",
     "vllm_medic.store.cli",
     "vllm_medic.cluster.cli",
+    "vllm_medic.health.cli",
 )
 
 
