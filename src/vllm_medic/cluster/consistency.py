@@ -1,0 +1,286 @@
+"""Cross-node consistency: the faults the method fears most only show when nodes are compared.
+
+Pure functions over ``{node name: Snapshot}``: which facts must be equal on every node, the table of
+what differs by node, and the findings (one per differing fact) in the method's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from vllm_medic.model import Category, Finding, Severity
+from vllm_medic.snapshot import Snapshot
+
+UNKNOWN = "(not collected)"
+
+# Environment variables whose value must match across nodes (interface names may legitimately differ
+# per node only when the hardware naming differs; then the finding tells the operator to confirm).
+RELEVANT_ENV_PREFIXES = ("NCCL_", "UCX_", "GLOO_", "VLLM_", "NVSHMEM_", "TORCH_NCCL_", "CUDA_", "RAY_")
+EXCLUDED_ENV = {"CUDA_VISIBLE_DEVICES", "VLLM_HOST_IP", "RAY_ADDRESS", "VLLM_PORT"}
+CHECKED_MODULES = (
+    "nvidia",
+    "nvidia_uvm",
+    "nvidia_peermem",
+    "nv_peer_mem",
+    "mlx5_core",
+    "mlx5_ib",
+    "ib_core",
+    "gdrdrv",
+)
+
+
+@dataclass(frozen=True)
+class Fact:
+    id: str
+    name: str
+    category: Category
+    severity: Severity
+    read: Callable[[Snapshot], str | None]
+    fix: tuple[str, ...]
+
+
+def _pkg(*names: str) -> Callable[[Snapshot], str | None]:
+    def read(s: Snapshot) -> str | None:
+        for n in names:
+            v = s.python.packages.get(n)
+            if v:
+                return f"{n}=={v}"
+        return None
+
+    return read
+
+
+def _nccl(s: Snapshot) -> str | None:
+    if s.python.nccl_version:
+        return s.python.nccl_version
+    for n in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11"):
+        if n in s.python.packages:
+            return f"{n}=={s.python.packages[n]}"
+    return s.image.env.get("NCCL_VERSION") or s.env.get("NCCL_VERSION")
+
+
+def _gpus(s: Snapshot) -> str | None:
+    if not s.gpus:
+        return None
+    names = sorted({g.name for g in s.gpus})
+    return f"{len(s.gpus)}x {'/'.join(names)}"
+
+
+def _rdma_up(s: Snapshot) -> str | None:
+    if not s.rdma:
+        return None
+    up = sorted(f"{p.ib_dev}:{p.port}" for p in s.rdma if (p.state or "").lower() in ("up", "active"))
+    return ",".join(up) or "(none up)"
+
+
+def _modules(s: Snapshot) -> str | None:
+    if not s.kernel_modules:
+        return None
+    loaded = set(s.kernel_modules)
+    return ",".join(m for m in CHECKED_MODULES if m in loaded) or "(none of the GPU/RDMA modules)"
+
+
+def _extra(key: str) -> Callable[[Snapshot], str | None]:
+    def read(s: Snapshot) -> str | None:
+        v = s.extra.get(key)
+        return None if v in (None, "", {}) else str(v)
+
+    return read
+
+
+_UPGRADE_SAME = (
+    "Install the same version on every node (one image, one driver branch), then re-run the whole launch"
+)
+
+FACTS: tuple[Fact, ...] = (
+    Fact(
+        "CLU001",
+        "driver version",
+        Category.DRIVER_CUDA,
+        Severity.FAIL,
+        lambda s: s.driver.version,
+        (
+            "Put every node on the same NVIDIA driver release (the recipe floor or newer)",
+            "Reboot or reload the modules after the upgrade and re-run `nvidia-smi` in the container on each node",
+        ),
+    ),
+    Fact(
+        "CLU002",
+        "driver CUDA version",
+        Category.DRIVER_CUDA,
+        Severity.FAIL,
+        lambda s: s.driver.cuda_version,
+        ("The driver's CUDA version follows the driver: align the driver release across nodes",),
+    ),
+    Fact(
+        "CLU003",
+        "image digest",
+        Category.IMAGE_DEPENDENCY,
+        Severity.FAIL,
+        lambda s: s.image.digest or s.image.id,
+        (
+            "Pin the image by digest (`image@sha256:...`) in the launch on every node",
+            "Pull that digest on every node; a floating tag resolves differently per pull",
+        ),
+    ),
+    Fact(
+        "CLU004",
+        "vLLM version",
+        Category.IMAGE_DEPENDENCY,
+        Severity.FAIL,
+        lambda s: s.vllm.raw or s.vllm.version,
+        (_UPGRADE_SAME,),
+    ),
+    Fact(
+        "CLU005",
+        "torch version / CUDA build",
+        Category.IMAGE_DEPENDENCY,
+        Severity.FAIL,
+        lambda s: (
+            f"{s.python.torch.version} (cuda {s.python.torch.cuda})" if s.python.torch.version else None
+        ),
+        (_UPGRADE_SAME,),
+    ),
+    Fact(
+        "CLU006",
+        "NCCL version",
+        Category.NCCL_NETWORK,
+        Severity.FAIL,
+        _nccl,
+        (
+            "Use one NCCL build on every rank (the one in the image); unset LD_LIBRARY_PATH overrides that load a host NCCL",
+        ),
+    ),
+    Fact(
+        "CLU007",
+        "UCX version",
+        Category.NCCL_NETWORK,
+        Severity.FAIL,
+        _pkg("ucx-py-cu12", "ucx-py-cu13", "libucx-cu12", "libucx-cu13"),
+        (_UPGRADE_SAME,),
+    ),
+    Fact(
+        "CLU008",
+        "RDMA user-space libraries",
+        Category.NCCL_NETWORK,
+        Severity.FAIL,
+        _extra("rdma_userspace"),
+        ("Install the same MLNX_OFED / rdma-core release on every node (`ofed_info -s`)",),
+    ),
+    Fact(
+        "CLU009",
+        "GPUs",
+        Category.PARALLEL_LAYOUT,
+        Severity.FAIL,
+        _gpus,
+        (
+            "Every node in one deployment needs the same GPU count and model; check `nvidia-smi -L` per node",
+            "A node with fewer GPUs visible: check the container's `--gpus`/`NVIDIA_VISIBLE_DEVICES` and Xid in `dmesg`",
+        ),
+    ),
+    Fact(
+        "CLU010",
+        "RDMA ports up",
+        Category.NCCL_NETWORK,
+        Severity.FAIL,
+        _rdma_up,
+        (
+            "Bring the same RDMA ports up on every node (`ibdev2netdev`, `ibstat`); a down rail on one node slows or hangs every collective",
+            "Keep NCCL_IB_HCA / UCX_NET_DEVICES consistent with the ports that are really up",
+        ),
+    ),
+    Fact(
+        "CLU011",
+        "GPU/RDMA kernel modules",
+        Category.NCCL_NETWORK,
+        Severity.FAIL,
+        _modules,
+        (
+            "Load the same modules on every node: `modprobe nvidia_peermem` (GPUDirect RDMA), `mlx5_core`/`mlx5_ib`",
+            "Re-check `lsmod | grep -E 'mlx5|nvidia_peermem'` on each node, then the NCCL init log",
+        ),
+    ),
+)
+
+
+@dataclass
+class ConsistencyReport:
+    nodes: list[str]
+    rows: list[dict[str, object]] = field(
+        default_factory=list
+    )  # {"fact", "id", "values": {node: value}, "differs"}
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"nodes": self.nodes, "rows": self.rows, "findings": [f.to_dict() for f in self.findings]}
+
+
+def _relevant_env(s: Snapshot) -> dict[str, str]:
+    env = dict(s.launch.env)
+    env.update(s.env)
+    return {k: v for k, v in env.items() if k.startswith(RELEVANT_ENV_PREFIXES) and k not in EXCLUDED_ENV}
+
+
+def _describe(values: Mapping[str, str]) -> list[str]:
+    groups: dict[str, list[str]] = {}
+    for node, v in values.items():
+        groups.setdefault(v, []).append(node)
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    return [f"{v}: {', '.join(sorted(nodes))}" for v, nodes in ordered]
+
+
+def compare(snapshots: Mapping[str, Snapshot]) -> ConsistencyReport:
+    nodes = sorted(snapshots)
+    report = ConsistencyReport(nodes=nodes)
+    if len(nodes) < 2:
+        return report
+    for fact in FACTS:
+        values = {n: (fact.read(snapshots[n]) or UNKNOWN) for n in nodes}
+        known = {n: v for n, v in values.items() if v != UNKNOWN}
+        differs = len(set(known.values())) > 1
+        report.rows.append({"fact": fact.name, "id": fact.id, "values": values, "differs": differs})
+        if differs:
+            report.findings.append(
+                Finding(
+                    id=fact.id,
+                    severity=fact.severity,
+                    category=fact.category,
+                    title=f"{fact.name} differs between nodes",
+                    evidence=_describe(known)
+                    + (
+                        [f"not collected on: {', '.join(n for n in nodes if n not in known)}"]
+                        if len(known) < len(nodes)
+                        else []
+                    ),
+                    fix=list(fact.fix),
+                )
+            )
+    _compare_env(snapshots, nodes, report)
+    return report
+
+
+def _compare_env(snapshots: Mapping[str, Snapshot], nodes: list[str], report: ConsistencyReport) -> None:
+    envs = {n: _relevant_env(snapshots[n]) for n in nodes}
+    names = sorted(set().union(*envs.values()))
+    differing: list[str] = []
+    for name in names:
+        values = {n: envs[n].get(name, "(unset)") for n in nodes}
+        differs = len(set(values.values())) > 1
+        report.rows.append({"fact": f"env {name}", "id": "CLU012", "values": values, "differs": differs})
+        if differs:
+            differing.append(f"{name} = " + "; ".join(_describe(values)))
+    if differing:
+        report.findings.append(
+            Finding(
+                id="CLU012",
+                severity=Severity.WARN,
+                category=Category.NCCL_NETWORK,
+                title="communication environment differs between nodes",
+                evidence=differing,
+                fix=[
+                    "Set NCCL_*, UCX_*, GLOO_SOCKET_IFNAME and VLLM_* identically on every node (one env file / manifest)",
+                    "Where interface names legitimately differ per node, confirm each names that node's RDMA/OOB interface",
+                ],
+            )
+        )
