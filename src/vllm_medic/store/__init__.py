@@ -1,0 +1,6 @@
+"""Run history (SQLite by default, any SQLAlchemy URL) and the `history` / `report` / `diff` commands.
+
+Writers use :func:`vllm_medic.store.api.open_store` and the :class:`~vllm_medic.store.api.Store` methods;
+the shapes the acceptance sheet reads from step data and events are documented in
+:mod:`vllm_medic.store.views` and ``docs/history.md``.
+"""
