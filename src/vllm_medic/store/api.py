@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import secrets
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -50,10 +51,21 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+_last_id_us = 0
+_id_lock = threading.Lock()
+
+
 def new_run_id() -> str:
-    """Sortable by start time (millisecond resolution), unique by the random tail: 20261130T024512345-3fa9c1."""
-    now = datetime.now(UTC)
-    return f"{now:%Y%m%dT%H%M%S}{now.microsecond // 1000:03d}-{secrets.token_hex(3)}"
+    """Sortable by start time, unique by the random tail: 20261130T024512345678-3fa9c1.
+
+    Microsecond resolution, kept strictly increasing within a process so runs started back to back
+    still list in the order they were started."""
+    global _last_id_us
+    with _id_lock:
+        now_us = max(time.time_ns() // 1000, _last_id_us + 1)
+        _last_id_us = now_us
+    now = datetime.fromtimestamp(now_us // 1_000_000, UTC)
+    return f"{now:%Y%m%dT%H%M%S}{now_us % 1_000_000:06d}-{secrets.token_hex(3)}"
 
 
 def _to_json(obj: Any) -> str:
@@ -346,7 +358,7 @@ class Store:
         t = schema.runs
         ref = (run_id or "").strip()
         if ref in ("latest", "last"):
-            row = conn.execute(select(t).order_by(t.c.started_at.desc(), t.c.run_id.desc()).limit(1)).first()
+            row = conn.execute(select(t).order_by(t.c.run_id.desc()).limit(1)).first()
             if row is None:
                 raise UsageError(f"no runs recorded yet in {self.url}")
             return row
@@ -453,7 +465,7 @@ class Store:
     @_db_errors
     def list_runs(self, limit: int = 50, kind: str | None = None) -> list[dict[str, Any]]:
         t = schema.runs
-        q = select(t).order_by(t.c.started_at.desc(), t.c.run_id.desc()).limit(max(1, int(limit)))
+        q = select(t).order_by(t.c.run_id.desc()).limit(max(1, int(limit)))
         if kind is not None:
             q = q.where(t.c.kind == kind)
         now = time.time()
