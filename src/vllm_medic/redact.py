@@ -19,7 +19,7 @@ _SECRET_NAME = re.compile(
 
 # Names matching _SECRET_NAME that are plainly not secrets (they hold paths, counts or switches).
 _NOT_SECRET_NAME = re.compile(
-    r"(_PATH$|_FILE$|_DIR$|TOKENIZERS?_|TOKENS$|TOKENS_|(^|_)(MAX|NUM|MIN)_\w*TOKEN|KEYRING)", re.IGNORECASE
+    r"(_PATH$|_FILE$|_DIR$|TOKENIZERS?_|TOKENS$|TOKENS_|(^|_)(MAX|NUM|MIN)_\w*TOKEN|_PER_TOKEN|KEYRING)", re.IGNORECASE
 )
 
 _TOKEN_SHAPES = [
