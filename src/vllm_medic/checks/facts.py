@@ -1,0 +1,210 @@
+"""What the rules read: the snapshot plus the user's overrides, with small derived facts.
+
+Everything here is pure: derived facts (hardware class, interconnect, node count, effective env)
+come from the snapshot and launch alone, so a rule is a function of this object and a recipe.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from vllm_medic.snapshot import Snapshot
+
+# Substrings of nvidia-smi / amd-smi GPU names -> recipe hardware keys (longest names first).
+_HW_PATTERNS: list[tuple[str, str]] = [
+    ("GB300", "gb300"),
+    ("GB200", "gb200"),
+    ("B300", "b300"),
+    ("B200", "b200"),
+    ("H200", "h200"),
+    ("H100", "h100"),
+    ("H800", "h100"),
+    ("H20", "h20"),
+    ("A100", "a100"),
+    ("MI355X", "mi355x"),
+    ("MI350X", "mi350x"),
+    ("MI325X", "mi325x"),
+    ("MI300X", "mi300x"),
+]
+FAMILY = {
+    "h100": "hopper", "h200": "hopper", "h20": "hopper",
+    "b200": "blackwell", "b300": "blackwell", "gb200": "blackwell", "gb300": "blackwell",
+    "mi300x": "amd", "mi325x": "amd", "mi350x": "amd", "mi355x": "amd",
+    "a100": "ampere",
+}  # fmt: skip
+# Multi-node NVLink (NVL72/NVL4 trays): cross-node traffic rides NVLink, not RDMA.
+MNNVL_HARDWARE = {"gb200", "gb300"}
+
+# Canonical bundle file per snapshot source, for file:line evidence.
+SOURCE_FILES = {
+    "nvidia-smi": "nvidia-smi.txt",
+    "nvidia-smi-q": "nvidia-smi-q.xml",
+    "nvidia-smi-topo-m": "nvidia-smi-topo-m.txt",
+    "ibdev2netdev": "ibdev2netdev.txt",
+    "ip-link": "ip-link.txt",
+    "lsmod": "lsmod.txt",
+    "docker-image-inspect": "docker-image-inspect.json",
+    "vllm-version": "vllm-version.txt",
+    "vllm-collect-env": "vllm-collect-env.txt",
+    "pip-freeze": "pip-freeze.txt",
+    "env": "env.txt",
+    "launch": "launch.txt",
+}
+
+
+def hardware_from_name(name: str) -> str | None:
+    upper = name.upper().replace(" ", "")
+    for pat, key in _HW_PATTERNS:
+        if pat in upper:
+            return key
+    return None
+
+
+@dataclass
+class Facts:
+    snapshot: Snapshot
+    model_config: dict[str, Any] | None = None
+    strategy: str | None = None
+    hardware_override: str | None = None
+    raw: dict[str, bytes] = field(default_factory=dict)  # canonical file name -> bytes
+    sources: dict[str, Any] = field(default_factory=dict)  # manifest["sources"], when collected
+
+    # --- where a value came from -------------------------------------------------------------
+    def where(self, source: str, needle: str | None = None) -> str:
+        """``file:line`` of the first line containing ``needle`` in the captured source, else the file."""
+        fname = SOURCE_FILES.get(source, source)
+        data = self.raw.get(fname)
+        if data is not None and needle:
+            text = data.decode("utf-8", "replace")
+            for i, line in enumerate(text.splitlines(), 1):
+                if needle in line:
+                    return f"{fname}:{i}"
+        return fname
+
+    def missing(self, source: str) -> str | None:
+        """Why a source gave nothing ("nvidia-smi: missing: ..."), or None if it was read."""
+        err = self.snapshot.error_for(source)
+        if err is None:
+            return None
+        detail = f": {err.message}" if err.message else ""
+        return f"{source}: {err.kind}{detail}"
+
+    # --- launch ------------------------------------------------------------------------------
+    @property
+    def launch_known(self) -> bool:
+        return bool(self.snapshot.launch.argv or self.snapshot.launch.args)
+
+    def arg(self, dest: str, default: Any = None) -> Any:
+        return self.snapshot.launch.args.get(dest, default)
+
+    def int_arg(self, dest: str, default: int | None = None) -> int | None:
+        v = self.arg(dest)
+        if v is None or isinstance(v, bool):
+            return default
+        try:
+            return int(v)
+        except (TypeError, ValueError):
+            return default
+
+    def env(self, name: str) -> tuple[str | None, str]:
+        """The variable as the server would see it: launch env first, then the collecting shell's env."""
+        if name in self.snapshot.launch.env:
+            return self.snapshot.launch.env[name], f"launch env {name}={self.snapshot.launch.env[name]}"
+        if name in self.snapshot.env:
+            return self.snapshot.env[
+                name
+            ], f"{self.where('env', name + '=')} {name}={self.snapshot.env[name]}"
+        return None, f"{name} not set (launch env and collected env)"
+
+    # --- hardware ------------------------------------------------------------------------------
+    @property
+    def gpu_names(self) -> list[str]:
+        return [g.name for g in self.snapshot.gpus if g.name]
+
+    def hardware(self) -> str | None:
+        """Recipe hardware key: the user's --hardware, else the (most common) GPU name."""
+        if self.hardware_override:
+            return self.hardware_override.lower()
+        keys = [k for k in (hardware_from_name(n) for n in self.gpu_names) if k]
+        if not keys:
+            return None
+        return max(set(keys), key=keys.count)
+
+    def family(self) -> str | None:
+        hw = self.hardware()
+        if hw in ("hopper", "blackwell", "amd", "ampere"):
+            return hw
+        return FAMILY.get(hw or "")
+
+    def gpus_per_node(self) -> int | None:
+        return len(self.snapshot.gpus) or None
+
+    def nnodes(self) -> tuple[int | None, str]:
+        """Nodes the launch spans, from its arguments; None when the launch does not say."""
+        n = self.int_arg("nnodes")
+        if n:
+            return n, f"--nnodes {n}"
+        dp, dpl = self.int_arg("data_parallel_size"), self.int_arg("data_parallel_size_local")
+        if dp and dpl and dp > dpl and dp % dpl == 0:
+            return dp // dpl, f"--data-parallel-size {dp} / --data-parallel-size-local {dpl}"
+        if self.launch_known and not any(
+            self.arg(k) for k in ("headless", "node_rank", "data_parallel_address", "master_addr")
+        ):
+            return 1, "launch has no multi-node arguments (--nnodes, -dpl, --headless, --node-rank)"
+        return None, "launch does not say how many nodes"
+
+    # --- interconnect --------------------------------------------------------------------------
+    def nvlink_intra(self) -> bool:
+        topo = self.snapshot.topology.matrix
+        return any(
+            re.fullmatch(r"NV\d+", v or "")
+            for row, cols in topo.items()
+            if row.startswith("GPU")
+            for col, v in cols.items()
+            if col.startswith("GPU")
+        )
+
+    def rdma_devices(self) -> list[str]:
+        devs = [p.ib_dev for p in self.snapshot.rdma if p.ib_dev]
+        devs += [v for v in self.snapshot.topology.nic_legend.values() if v not in devs]
+        return devs
+
+    def mnnvl(self) -> bool:
+        if self.hardware() in MNNVL_HARDWARE:
+            return True
+        return any((g.fabric_state or "").lower() == "completed" for g in self.snapshot.gpus)
+
+    def cross_node_interconnect(self) -> tuple[str | None, str]:
+        """ "nvlink" (multi-node NVLink trays), "rdma" (RDMA NICs present) or None, with the evidence."""
+        if self.mnnvl():
+            hw = self.hardware()
+            return "nvlink", f"multi-node NVLink hardware ({hw or 'GPU fabric state Completed'})"
+        devs = self.rdma_devices()
+        if devs:
+            return "rdma", f"RDMA devices {', '.join(devs[:4])}{' ...' if len(devs) > 4 else ''}"
+        return None, "no multi-node NVLink hardware and no RDMA device seen"
+
+    def rdma_settings(self) -> list[str]:
+        """Launch settings that only make sense over RDMA."""
+        out = []
+        if self.arg("all2all_backend") in ("deepep_v2", "deepep_high_throughput", "deepep_low_latency"):
+            out.append(f"--all2all-backend {self.arg('all2all_backend')}")
+        ucx, _ = self.env("UCX_TLS")
+        if ucx and "rc" in [t.strip() for t in ucx.split(",")]:
+            out.append(f"UCX_TLS={ucx}")
+        return out
+
+    def nvlink_settings(self) -> list[str]:
+        """Launch settings that only make sense over multi-node NVLink."""
+        out = []
+        a2a = self.arg("all2all_backend")
+        if isinstance(a2a, str) and a2a.startswith("flashinfer_nvlink"):
+            out.append(f"--all2all-backend {a2a}")
+        if self.arg("moe_backend") == "deep_gemm_mega_moe":
+            out.append("--moe-backend deep_gemm_mega_moe")
+        mn, _ = self.env("NCCL_MNNVL_ENABLE")
+        if mn == "1":
+            out.append("NCCL_MNNVL_ENABLE=1")
+        return out

@@ -1,0 +1,126 @@
+"""The rule catalogue: every rule has a stable id, a category, a title, why it matters and the fix.
+
+A rule is a small pure function ``(facts, recipe) -> list[Finding]`` registered with the `rule`
+decorator. Rules live in modules listed in `RULE_MODULES`; another package adds its own module with
+`register_rule_module("pkg.module")` (or by appending to the list) and its rules run in the same
+method order as ours: driver_cuda, image_dependency, oom_startup/parallel_layout, nccl_network,
+prefix_cache.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from vllm_medic.model import Category, Finding, Severity
+
+if TYPE_CHECKING:
+    from vllm_medic.checks.facts import Facts
+    from vllm_medic.recipes.model import Recipe
+
+RuleFunc = Callable[["Facts", "Recipe"], list[Finding]]
+
+RULE_MODULES: list[str] = [
+    "vllm_medic.checks.rules_driver",
+    "vllm_medic.checks.rules_image",
+    "vllm_medic.checks.rules_layout",
+    "vllm_medic.checks.rules_network",
+    "vllm_medic.checks.rules_cache",
+]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    category: Category
+    title: str
+    why: str
+    fix: tuple[str, ...]
+    docs: tuple[str, ...]
+    func: RuleFunc = field(compare=False, repr=False)
+    order: int = 0  # registration order, the tie-break inside a category
+
+    def finding(
+        self,
+        severity: Severity | str,
+        title: str,
+        evidence: list[str],
+        fix: list[str] | None = None,
+        category: Category | str | None = None,
+        docs: list[str] | None = None,
+    ) -> Finding:
+        """A finding of this rule; the fix defaults to the catalogue's fix steps."""
+        return Finding(
+            id=self.id,
+            severity=Severity(severity),
+            category=Category(category or self.category),
+            title=title,
+            evidence=[str(e) for e in evidence],
+            fix=list(self.fix) if fix is None else list(fix),
+            docs=list(self.docs) if docs is None else list(docs),
+        )
+
+    def catalogue_entry(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "category": self.category.value,
+            "title": self.title,
+            "why": self.why,
+            "fix": list(self.fix),
+            "docs": list(self.docs),
+        }
+
+
+RULES: list[Rule] = []
+
+
+def rule(
+    id: str,
+    category: Category | str,
+    title: str,
+    why: str,
+    fix: list[str] | tuple[str, ...],
+    docs: list[str] | tuple[str, ...] = (),
+) -> Callable[[Callable[..., list[Finding]]], Callable[..., list[Finding]]]:
+    """Register ``func(facts, recipe, rule)``; the catalogue stores it as a ``(facts, recipe)`` rule.
+
+    The third argument hands the function its own `Rule`, so findings carry the catalogue's id, fix
+    and docs without repeating them. The id must be unique across the catalogue.
+    """
+
+    def wrap(func: Callable[..., list[Finding]]) -> Callable[..., list[Finding]]:
+        if any(r.id == id for r in RULES):
+            raise ValueError(f"duplicate rule id {id}")
+        holder: list[Rule] = []
+
+        def bound(facts: Facts, recipe: Recipe) -> list[Finding]:
+            return func(facts, recipe, holder[0])
+
+        r = Rule(id, Category(category), title, why, tuple(fix), tuple(docs), bound, order=len(RULES))
+        holder.append(r)
+        RULES.append(r)
+        return func
+
+    return wrap
+
+
+def register_rule_module(module: str) -> None:
+    """Add a module of rules (imported on first use); idempotent."""
+    if module not in RULE_MODULES:
+        RULE_MODULES.append(module)
+
+
+def load_rules() -> list[Rule]:
+    """Import every rule module and return the catalogue in the method's order."""
+    for name in list(RULE_MODULES):
+        importlib.import_module(name)
+    return sorted(RULES, key=lambda r: (r.category.order, r.order))
+
+
+def get_rule(rule_id: str) -> Rule:
+    for r in load_rules():
+        if r.id == rule_id:
+            return r
+    raise KeyError(rule_id)

@@ -1,0 +1,324 @@
+"""image_dependency: the right image, a vLLM new enough for the model, flags the model's code needs."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from vllm_medic.checks.facts import Facts
+from vllm_medic.checks.registry import Rule, rule
+from vllm_medic.model import Finding
+from vllm_medic.recipes.model import Recipe
+from vllm_medic.recipes.versions import is_dev_build, parse_version, version_lt
+
+DOCKER_DOCS = "https://docs.vllm.ai/en/latest/deployment/docker.html"
+
+
+def _image(facts: Facts) -> tuple[str | None, str]:
+    img = facts.snapshot.image
+    if img.tag:
+        return img.tag, f"{facts.where('docker-image-inspect', img.tag)} image {img.tag}"
+    if facts.snapshot.launch.image:
+        return facts.snapshot.launch.image, f"launch image {facts.snapshot.launch.image}"
+    return None, facts.missing("docker-image-inspect") or "no image inspected and none in the launch"
+
+
+def _split_tag(image: str) -> tuple[str, str]:
+    ref = image.split("@", 1)[0]
+    last = ref.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, tag = ref.rsplit(":", 1)
+        return repo, tag
+    return ref, "latest"
+
+
+@rule(
+    "IMG001",
+    "image_dependency",
+    "Image tag exists and is the recipe's",
+    "A tag that does not exist fails the pull ('manifest unknown'); a different image than the recipe's "
+    "is an untested combination of vLLM, CUDA and kernels.",
+    ["Use the recipe's image tag (see `vllm-medic recipes`).", "Pin it by digest once it works."],
+    [DOCKER_DOCS],
+)
+def image_tag(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    image, ev = _image(facts)
+    if image is None:
+        return [
+            r.finding(
+                "info",
+                "Image not checked: no image known",
+                [ev],
+                ["Pass --image to collect, or bundle docker-image-inspect.json."],
+            )
+        ]
+    for bad in recipe.known_bad_images:
+        if bad.matches(image):
+            return [
+                r.finding(
+                    "fail",
+                    f"Image {image}: {bad.reason.split(':')[0]}",
+                    [ev, bad.reason, f"source: {bad.source}"],
+                    list(bad.fix),
+                )
+            ]
+    if not recipe.images:
+        return [r.finding("pass", f"Image {image} (recipe {recipe.name} pins no image)", [ev])]
+    repo, tag = _split_tag(image)
+    for spec in recipe.images:
+        srepo, stag = _split_tag(spec.tag)
+        if repo == srepo and tag == stag:
+            return [
+                r.finding(
+                    "pass",
+                    f"Image {image} is the recipe's {spec.platform} image",
+                    [ev, f"recipe: {spec.source}"],
+                )
+            ]
+    wanted = ", ".join(s.tag for s in recipe.images)
+    return [
+        r.finding(
+            "info",
+            f"Image {image} is not the recipe's ({wanted})",
+            [ev, f"recipe images: {wanted}"],
+            [f"If the launch fails, retry with the recipe image ({wanted}) before debugging further."],
+        )
+    ]
+
+
+@rule(
+    "IMG002",
+    "image_dependency",
+    "Image and wheels are a verified build, not a floating experiment",
+    "`latest`, `nightly` and cu129 variants move under you or were never verified with the recipe: the "
+    "next pull can bring another vLLM, CUDA or FlashInfer.",
+    [
+        "Pin the image by version and digest (`docker images --digests`).",
+        "Record the exact tag in the deployment; treat latest/nightly as an experiment.",
+    ],
+    [DOCKER_DOCS],
+)
+def unverified_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    image, ev = _image(facts)
+    ut = recipe.unverified_tags or {}
+    patterns = ut.get("patterns", [])
+    findings_ev: list[str] = []
+    if image is not None:
+        _, tag = _split_tag(image)
+        hit = [p for p in patterns if fnmatch.fnmatchcase(tag, p)]
+        if hit:
+            findings_ev += [
+                ev,
+                f"tag '{tag}' matches {', '.join(hit)}: {ut.get('reason', '')}",
+                f"source: {ut.get('source', '')}",
+            ]
+    v = facts.snapshot.vllm
+    if (
+        v.variant
+        and "cu129" in v.variant
+        and recipe.driver is not None
+        and (recipe.driver.cuda or "").startswith("13")
+    ):
+        findings_ev += [
+            f"{facts.where('vllm-version', v.raw or '')} vLLM {v.raw} is a cu129 build",
+            f"recipe {recipe.name} ships CUDA {recipe.driver.cuda} builds only: {ut.get('source', recipe.driver.source)}",
+        ]
+    if findings_ev:
+        return [r.finding("warn", "Unverified experiment: floating tag or cu129 build", findings_ev)]
+    if image is None and not v.raw:
+        return [r.finding("info", "Image/build not checked: neither image nor vLLM build known", [ev])]
+    digest = facts.snapshot.image.digest
+    return [
+        r.finding("pass", f"Pinned build {image or v.raw}", [ev] + ([f"digest {digest}"] if digest else []))
+    ]
+
+
+@rule(
+    "IMG003",
+    "image_dependency",
+    "vLLM meets the recipe's version floor",
+    "Model support lands in a given vLLM release; older builds fail with 'Model architectures [...] are "
+    "not supported' or load the model wrong.",
+    ["Use the recipe's image, or upgrade vLLM to at least the floor.", "Confirm with `vllm --version`."],
+    ["https://github.com/vllm-project/vllm/releases"],
+)
+def vllm_floor(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    v = facts.snapshot.vllm
+    ver = v.version or v.raw
+    ev_v = f"{facts.where('vllm-version', v.raw or ver or '')} vLLM {v.raw or ver}"
+    floors = [f"{f.version} ({f.source})" for f in recipe.vllm_floors]
+    if not ver:
+        return [
+            r.finding(
+                "info",
+                "vLLM version not collected: floor not checked",
+                [facts.missing("vllm-version") or "no vLLM version", *floors],
+                [
+                    "Run `vllm --version` (or `python -c 'import vllm; print(vllm.__version__)'`) in the image."
+                ],
+            )
+        ]
+    if not recipe.vllm_floors:
+        return [r.finding("pass", f"vLLM {ver} (recipe {recipe.name} sets no floor)", [ev_v])]
+    if is_dev_build(v.raw or ver) and (parse_version(ver) or (0,))[0:2] < (0, 2):
+        return [
+            r.finding(
+                "info",
+                f"vLLM {v.raw or ver} is a dev build: cannot compare with the floor",
+                [ev_v, *floors],
+                ["Check the build's git sha contains the model's support, or use a release image."],
+            )
+        ]
+    below = [f for f in recipe.vllm_floors if version_lt(ver, f.version)]
+    if not below:
+        return [r.finding("pass", f"vLLM {ver} meets every floor", [ev_v, *floors])]
+    if len(below) == len(recipe.vllm_floors):
+        return [
+            r.finding(
+                "fail",
+                f"vLLM {ver} is below the recipe floor {max(f.version for f in below)}",
+                [ev_v, *floors],
+            )
+        ]
+    return [
+        r.finding(
+            "warn",
+            f"vLLM {ver} meets one floor but not {below[0].version}",
+            [ev_v, *floors, f"sources disagree: {below[0].version} per {below[0].source}"],
+        )
+    ]
+
+
+_HYBRID_ARCH_HINTS = ("mamba", "linear", "hybrid", "jamba", "zamba", "nemotronh", "kimik3", "qwen3next")
+
+
+@rule(
+    "IMG004",
+    "image_dependency",
+    "The installed vLLM knows the model's architecture",
+    "config.json names an architecture class; a vLLM that does not register it stops with 'Model "
+    "architectures [...] are not supported for now'.",
+    [
+        "Use a vLLM at or above the version that added the architecture (the recipe's floor).",
+        "Check by hand: `python -c 'from vllm import ModelRegistry; print(ModelRegistry.get_supported_archs())'`.",
+    ],
+    ["https://docs.vllm.ai/en/latest/models/supported_models.html"],
+)
+def architecture_known(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    cfg = facts.model_config
+    if cfg is None:
+        return [
+            r.finding(
+                "info",
+                "Model architecture not checked: no config.json",
+                ["pass --model PATH (a model directory or its config.json)"],
+                ["Re-run with `--model /path/to/model`."],
+            )
+        ]
+    archs = [str(a) for a in cfg.get("architectures") or []]
+    if not archs:
+        return [
+            r.finding(
+                "warn",
+                "config.json names no architectures",
+                ["config.json: 'architectures' missing or empty"],
+            )
+        ]
+    v = facts.snapshot.vllm
+    ver = v.version or v.raw
+    known = {a.name: a for a in recipe.architectures}
+    ev = [f"config.json architectures: {', '.join(archs)}", f"installed vLLM: {v.raw or ver or 'unknown'}"]
+    for name in archs:
+        a = known.get(name)
+        if a is None or not a.min_vllm:
+            continue
+        ev.append(f"{name} needs vLLM >= {a.min_vllm} ({a.source})")
+        if not ver:
+            return [r.finding("info", f"{name}: installed vLLM unknown, cannot decide", ev)]
+        if is_dev_build(v.raw or ver) and (parse_version(ver) or (0,))[0:2] < (0, 2):
+            return [r.finding("info", f"{name}: vLLM {v.raw} is a dev build, cannot decide", ev)]
+        if version_lt(ver, a.min_vllm):
+            return [r.finding("fail", f"vLLM {ver} does not know {name} (needs >= {a.min_vllm})", ev)]
+        return [r.finding("pass", f"vLLM {ver} registers {name}", ev)]
+    return [
+        r.finding(
+            "info",
+            f"Architecture {', '.join(archs)} not in recipe {recipe.name}'s data: cannot decide from here",
+            ev,
+            [r.fix[1]],
+        )
+    ]
+
+
+@rule(
+    "IMG005",
+    "image_dependency",
+    "torch's CUDA build matches the image's CUDA",
+    "A torch wheel for another CUDA major inside the image means the environment was re-resolved by pip: "
+    "vLLM's kernels and torch then load different CUDA libraries.",
+    [
+        "Use the image's own torch (do not `pip install torch` on top).",
+        "Or rebuild the image from one CUDA index.",
+    ],
+    [DOCKER_DOCS],
+)
+def torch_vs_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    t = facts.snapshot.python.torch
+    cuda = facts.snapshot.image.cuda_version
+    src = facts.where("docker-image-inspect", "CUDA_VERSION")
+    if not cuda:
+        spec = recipe.image_for("nvidia")
+        if spec and spec.cuda and facts.snapshot.launch.image == spec.tag:
+            cuda, src = spec.cuda, f"recipe image {spec.tag}"
+    if not t.cuda or not cuda:
+        return [
+            r.finding(
+                "info",
+                "torch CUDA vs image CUDA not compared (one side not collected)",
+                [f"torch CUDA {t.cuda or 'unknown'}", f"image CUDA {cuda or 'unknown'}"],
+            )
+        ]
+    ev = [f"torch {t.version or '?'} built with CUDA {t.cuda}", f"{src} image CUDA {cuda}"]
+    tv, iv = parse_version(t.cuda), parse_version(cuda)
+    if tv and iv and tv[0] != iv[0]:
+        return [r.finding("fail", f"torch is a CUDA {tv[0]} build inside a CUDA {iv[0]} image", ev)]
+    return [r.finding("pass", f"torch CUDA {t.cuda} matches image CUDA {cuda}", ev)]
+
+
+@rule(
+    "IMG006",
+    "image_dependency",
+    "Flags the model's code needs are on the command line",
+    "Some models ship their own code or config handling; without the flag (e.g. --trust-remote-code) the "
+    "config or tokenizer cannot be loaded.",
+    ["Add the missing flags to the launch command (see the recipe's base_args)."],
+)
+def required_flags(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    flags = [f for f in recipe.required_flags if f.category != "prefix_cache"]
+    if not flags:
+        return [r.finding("pass", f"Recipe {recipe.name} requires no model-code flags", [])]
+    if not facts.launch_known:
+        return [
+            r.finding(
+                "info",
+                "Launch command not known: required flags not checked",
+                [f"needs {f.flag} ({f.source})" for f in flags],
+                [
+                    "Pass the launch with --launch 'vllm serve ...' (or a file, docker inspect JSON, a manifest)."
+                ],
+            )
+        ]
+    missing = [f for f in flags if not facts.arg(f.dest)]
+    if missing:
+        return [
+            r.finding(
+                "fail",
+                f"Missing {', '.join(f.flag for f in missing)}",
+                [f"{f.flag} absent from the launch: {f.why} ({f.source})" for f in missing],
+                [f"Add {' '.join(f.flag for f in missing)} to the launch command."],
+            )
+        ]
+    return [
+        r.finding(
+            "pass", f"Launch has {', '.join(f.flag for f in flags)}", [f"launch: {f.flag}" for f in flags]
+        )
+    ]

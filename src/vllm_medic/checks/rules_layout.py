@@ -1,0 +1,330 @@
+"""parallel_layout / oom_startup: enough GPUs of the right kind, a layout that fits them, free memory."""
+
+from __future__ import annotations
+
+from vllm_medic.checks.facts import Facts
+from vllm_medic.checks.registry import Rule, rule
+from vllm_medic.model import Finding
+from vllm_medic.recipes.model import Recipe
+
+PARALLEL_DOCS = "https://docs.vllm.ai/en/latest/serving/parallelism_scaling.html"
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM default since #38284 (2026-04-21; 0.9 before)
+
+
+def _gpu_summary(facts: Facts) -> str:
+    gpus = facts.snapshot.gpus
+    names = sorted({g.name for g in gpus if g.name})
+    mem = gpus[0].memory_total_mib if gpus else None
+    return (
+        f"{facts.where('nvidia-smi', names[0] if names else 'MiB')} {len(gpus)} x {', '.join(names) or '?'}"
+        + (f" ({mem} MiB each)" if mem else "")
+    )
+
+
+@rule(
+    "LAY001",
+    "parallel_layout",
+    "GPU count and type meet the recipe's hardware baseline",
+    "The recipe was verified on specific GPUs and counts; fewer GPUs than the baseline cannot hold the "
+    "weights, and unlisted GPUs are an untested path.",
+    [
+        "Run on the recipe's hardware with at least its GPU count (multi-node where the baseline says so).",
+        "Or pick a smaller variant/quantization of the model.",
+    ],
+    [PARALLEL_DOCS],
+)
+def gpu_baseline(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    hw = facts.hardware()
+    per_node = facts.gpus_per_node()
+    if not recipe.hardware and recipe.strategy_min_gpus is None:
+        return [
+            r.finding(
+                "pass",
+                f"Recipe {recipe.name} sets no hardware baseline",
+                [_gpu_summary(facts)] if per_node else [],
+            )
+        ]
+    if per_node is None:
+        return [
+            r.finding(
+                "info",
+                "GPU count not checked: no GPUs seen",
+                [facts.missing("nvidia-smi") or "nvidia-smi listed no GPUs"],
+                ["Fix DRV001, or pass --hardware and a bundle from a GPU node."],
+            )
+        ]
+    ev = [_gpu_summary(facts), f"hardware class: {hw or 'unknown'}"]
+    nodes, nodes_ev = facts.nnodes()
+    ev.append(f"nodes: {nodes if nodes else 'unknown'} ({nodes_ev})")
+    need = 0
+    base = recipe.hardware.get(hw or "")
+    if base is not None:
+        need = base.min_gpus
+        ev.append(f"recipe baseline for {hw}: >= {base.min_gpus} GPUs {base.note} ({base.source})")
+    elif recipe.hardware:
+        ev.append(f"recipe {recipe.name} lists: {', '.join(sorted(recipe.hardware))}")
+        return [
+            r.finding(
+                "warn",
+                f"GPU {hw or ', '.join(sorted(set(facts.gpu_names)))} is not in recipe {recipe.name}'s verified hardware",
+                ev,
+            )
+        ]
+    if facts.strategy and recipe.strategy_min_gpus and facts.strategy in recipe.strategy_min_gpus.value:
+        smin = recipe.strategy_min_gpus.value[facts.strategy]
+        ev.append(f"strategy {facts.strategy} needs >= {smin} GPUs ({recipe.strategy_min_gpus.source})")
+        need = max(need, smin)
+    total = per_node * (nodes or 1)
+    if total >= need:
+        return [r.finding("pass", f"{total} x {hw} meets the baseline of {need}", ev)]
+    if nodes is None:
+        return [
+            r.finding(
+                "warn",
+                f"This node has {per_node} x {hw}; the recipe needs {need}: the launch must span "
+                f"{-(-need // per_node)} nodes",
+                ev,
+            )
+        ]
+    return [r.finding("fail", f"{total} x {hw} is below the recipe baseline of {need} GPUs", ev)]
+
+
+@rule(
+    "LAY002",
+    "oom_startup",
+    "Total GPU memory holds the model's weights",
+    "Weights must fit in the GPUs the layout spans before any KV cache; otherwise loading ends in "
+    "'CUDA out of memory' or 'No available memory for the cache blocks'.",
+    [
+        "Add GPUs/nodes until total memory exceeds the weights with headroom.",
+        "Or use a smaller quantization.",
+    ],
+    [PARALLEL_DOCS],
+)
+def weights_fit(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    if recipe.weights is None:
+        return [r.finding("pass", f"Recipe {recipe.name} gives no weight size", [])]
+    mems = [g.memory_total_mib for g in facts.snapshot.gpus if g.memory_total_mib]
+    if not mems:
+        return [
+            r.finding(
+                "info",
+                "GPU memory not known: weights fit not checked",
+                [facts.missing("nvidia-smi") or "no GPU memory totals"],
+            )
+        ]
+    nodes, nodes_ev = facts.nnodes()
+    per_node_gb = sum(mems) * 2**20 / 1e9
+    total_gb = per_node_gb * (nodes or 1)
+    need = float(recipe.weights.value)
+    ev = [
+        f"{facts.where('nvidia-smi', 'MiB')} {len(mems)} GPUs x {mems[0]} MiB = {per_node_gb:.0f} GB per node",
+        f"nodes: {nodes or 'unknown (counted 1)'} ({nodes_ev}) -> {total_gb:.0f} GB",
+        f"weights need {need:.0f} GB ({recipe.weights.source})",
+    ]
+    if total_gb >= need:
+        return [r.finding("pass", f"{total_gb:.0f} GB of GPU memory holds {need:.0f} GB of weights", ev)]
+    nodes_needed = -(-need // per_node_gb)
+    sev = "fail" if nodes is not None else "warn"
+    return [
+        r.finding(
+            sev,
+            f"{total_gb:.0f} GB of GPU memory cannot hold {need:.0f} GB of weights (needs {nodes_needed:.0f} such nodes)",
+            ev,
+        )
+    ]
+
+
+def _visible_count(facts: Facts, host: int) -> tuple[int, list[str]]:
+    """GPUs the server will see: CUDA_VISIBLE_DEVICES and `docker run --gpus` narrow the host's set."""
+    ev: list[str] = []
+    count = host
+    cvd, cvd_ev = facts.env("CUDA_VISIBLE_DEVICES")
+    if cvd is not None and cvd.strip() not in ("", "all"):
+        n = len([x for x in cvd.split(",") if x.strip()])
+        count = min(count, n)
+        ev.append(cvd_ev)
+    gpus_opt = facts.snapshot.launch.runtime_options.get("gpus")
+    if isinstance(gpus_opt, str) and gpus_opt.strip().strip("'\"") not in ("all", ""):
+        spec = gpus_opt.strip().strip("'\"")
+        if spec.startswith("device="):
+            n = len([x for x in spec[len("device=") :].split(",") if x.strip()])
+        elif spec.isdigit():
+            n = int(spec)
+        else:
+            n = count
+        count = min(count, n)
+        ev.append(f"docker run --gpus {gpus_opt}")
+    return count, ev
+
+
+@rule(
+    "LAY003",
+    "parallel_layout",
+    "TP x PP x DP fits the GPUs per node and the nodes",
+    "vLLM needs exactly tensor x pipeline x data parallel GPUs; more than the node (or the visible devices) "
+    "hold and it waits for a placement group or fails with 'world size ... exceeds the available GPUs'.",
+    [
+        "Make TP x PP x DP(local) equal the GPUs per node x nodes (usually TP = GPUs per node).",
+        "Spread across nodes explicitly: --nnodes/--node-rank/--master-addr (or -dp/-dpl for DP).",
+    ],
+    [PARALLEL_DOCS],
+)
+def layout_fits(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    if not facts.launch_known:
+        return [
+            r.finding(
+                "info",
+                "Launch command not known: parallel layout not checked",
+                ["no launch in the snapshot and no --launch given"],
+                ["Pass --launch 'vllm serve ...' to check TP/PP/DP against the GPUs."],
+            )
+        ]
+    tp = facts.int_arg("tensor_parallel_size", 1) or 1
+    pp = facts.int_arg("pipeline_parallel_size", 1) or 1
+    dp = facts.int_arg("data_parallel_size", 1) or 1
+    dpl = facts.int_arg("data_parallel_size_local")
+    ep = bool(facts.arg("enable_expert_parallel"))
+    world = tp * pp * dp
+    ev = [f"launch: TP {tp} x PP {pp} x DP {dp}{f' (DP local {dpl})' if dpl else ''} = {world} GPUs"]
+    if ep:
+        ev.append(f"expert parallel on: EP size = TP x DP = {tp * dp}")
+    host = facts.gpus_per_node()
+    if host is None:
+        return [
+            r.finding(
+                "info",
+                "GPUs per node unknown: layout not checked",
+                ev + [facts.missing("nvidia-smi") or "no GPUs listed"],
+            )
+        ]
+    visible, vis_ev = _visible_count(facts, host)
+    ev.append(f"{facts.where('nvidia-smi', 'MiB')} {host} GPUs on this node; {visible} visible to the server")
+    ev += vis_ev
+    nodes, nodes_ev = facts.nnodes()
+    ev.append(f"nodes: {nodes if nodes else 'unknown'} ({nodes_ev})")
+    if nodes is None:
+        if tp > visible and pp == 1:
+            return [
+                r.finding(
+                    "warn",
+                    f"TP {tp} exceeds the {visible} GPUs of this node; needs a multi-node executor",
+                    ev,
+                )
+            ]
+        return [r.finding("info", "Multi-node layout: per-node share not derivable from the launch", ev)]
+    if dpl:
+        per_node = tp * pp * dpl if pp == 1 or nodes == 1 else tp * dpl
+    else:
+        if world % nodes:
+            return [r.finding("fail", f"{world} GPUs do not split evenly over {nodes} nodes", ev)]
+        per_node = world // nodes
+    ev.append(f"per node: {per_node} GPUs")
+    if per_node > visible:
+        return [r.finding("fail", f"Layout needs {per_node} GPUs per node; {visible} are visible", ev)]
+    if per_node < visible:
+        return [r.finding("info", f"Layout uses {per_node} of {visible} GPUs per node", ev)]
+    return [r.finding("pass", f"TP {tp} x PP {pp} x DP {dp} fits {nodes} node(s) of {visible} GPUs", ev)]
+
+
+@rule(
+    "LAY004",
+    "oom_startup",
+    "No other process holds GPU memory",
+    "vLLM claims --gpu-memory-utilization of each GPU's total at start; memory another process holds makes "
+    "it fail with 'Free memory on device ... is less than desired GPU memory utilization'.",
+    [
+        "Stop the processes listed (an old vLLM, a notebook, a stuck container): `nvidia-smi`, then `kill PID`.",
+        "If you are checking the vLLM that is already running, this is expected: ignore it.",
+        "Or lower --gpu-memory-utilization to fit the free memory.",
+    ],
+    ["https://docs.vllm.ai/en/latest/configuration/conserving_memory.html"],
+)
+def gpu_memory_held(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    gpus = facts.snapshot.gpus
+    if not gpus:
+        return [
+            r.finding(
+                "info", "GPU memory use not checked: no GPUs seen", [facts.missing("nvidia-smi") or "no GPUs"]
+            )
+        ]
+    util = facts.arg("gpu_memory_utilization")
+    try:
+        util_f = float(util) if util is not None else DEFAULT_GPU_MEMORY_UTILIZATION
+    except (TypeError, ValueError):
+        util_f = DEFAULT_GPU_MEMORY_UTILIZATION
+    procs = facts.snapshot.gpu_processes
+    ev = [
+        f"{facts.where('nvidia-smi', str(p.pid) if p.pid else 'MiB')} GPU {p.gpu_index} pid {p.pid} {p.name} {p.used_mib} MiB"
+        for p in procs[:8]
+    ]
+    if len(procs) > 8:
+        ev.append(f"... {len(procs) - 8} more processes")
+    blocking = []
+    busy = []
+    for g in gpus:
+        if g.memory_total_mib and g.memory_used_mib is not None:
+            if g.memory_used_mib > g.memory_total_mib * (1 - util_f):
+                blocking.append(g)
+            elif g.memory_used_mib > 1024:
+                busy.append(g)
+    for g in blocking + busy:
+        ev.append(f"GPU {g.index}: {g.memory_used_mib} / {g.memory_total_mib} MiB used")
+    if blocking:
+        ev.append(f"--gpu-memory-utilization {util_f} needs {util_f:.0%} of each GPU free")
+        return [
+            r.finding("fail", f"{len(blocking)} GPU(s) have too little free memory for vLLM to start", ev)
+        ]
+    if busy or procs:
+        return [r.finding("warn", f"{len(procs) or len(busy)} process(es) hold GPU memory", ev)]
+    return [
+        r.finding(
+            "pass", "No process holds GPU memory", [f"{len(gpus)} GPUs, none with processes or >1 GiB used"]
+        )
+    ]
+
+
+@rule(
+    "LAY005",
+    "parallel_layout",
+    "The server sees all the GPUs the host has",
+    "A container started with fewer GPUs (--gpus, NVIDIA_VISIBLE_DEVICES) or a narrowed CUDA_VISIBLE_DEVICES "
+    "silently shrinks the node: TP 8 then waits or fails.",
+    [
+        "Start the container with `--gpus all` (or the device list the layout needs).",
+        "Unset or widen CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES for the server.",
+    ],
+    ["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html"],
+)
+def container_sees_fewer(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    seen = facts.gpus_per_node()
+    host_count = facts.snapshot.extra.get("host_gpu_count")
+    if seen is None:
+        return [
+            r.finding(
+                "info", "GPU visibility not checked: no GPUs seen", [facts.missing("nvidia-smi") or "no GPUs"]
+            )
+        ]
+    ev = [f"{facts.where('nvidia-smi', 'MiB')} {seen} GPUs seen by nvidia-smi"]
+    if isinstance(host_count, int) and host_count > seen:
+        ev.append(f"host has {host_count} GPUs")
+        return [r.finding("warn", f"This container sees {seen} of the host's {host_count} GPUs", ev)]
+    visible, vis_ev = _visible_count(facts, seen)
+    nvd, nvd_ev = facts.env("NVIDIA_VISIBLE_DEVICES")
+    if nvd and nvd not in ("all", "void", "none") and not facts.snapshot.container.in_container:
+        n = len([x for x in nvd.split(",") if x.strip()])
+        if n < visible:
+            visible = n
+            vis_ev.append(nvd_ev)
+    if visible < seen:
+        ev += vis_ev
+        return [r.finding("warn", f"The server will see {visible} of {seen} GPUs", ev)]
+    if host_count is None and facts.snapshot.container.in_container:
+        return [
+            r.finding(
+                "info",
+                "Inside a container: the host's GPU count is unknown",
+                ev + ["run `nvidia-smi -L` on the host to compare"],
+            )
+        ]
+    return [r.finding("pass", f"The server sees all {seen} GPUs", ev)]
