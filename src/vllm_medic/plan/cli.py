@@ -1,7 +1,233 @@
-"""Command registration for this stage (filled in by the stage's work)."""
+"""`vllm-medic plan`: weights + KV cache per token against GPUs, before anything is launched."""
+
+from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
+from vllm_medic.cli_common import JsonOpt, JunitOpt, StrictOpt, VerboseOpt, emit_findings
+from vllm_medic.errors import UsageError
+
 
 def register(app: typer.Typer) -> None:
-    del app
+    app.command(name="plan", help=PLAN_HELP)(plan_command)
+
+
+PLAN_HELP = (
+    "Capacity plan: weights per GPU, KV bytes per token (MHA/GQA, MLA, sliding window, hybrid "
+    "linear-attention/KDA state), KV tokens, maximum concurrency and whether it fits, with the fix. "
+    "Kimi K3 uses the recipe's baseline (--recipe kimi-k3)."
+)
+
+
+def plan_command(
+    config: Annotated[
+        str | None,
+        typer.Option("--config", help="Model config.json, or a model dir (config.json + safetensors index)."),
+    ] = None,
+    recipe: Annotated[
+        str | None,
+        typer.Option("--recipe", help="Shipped recipe name (kimi-k3) or an official recipe YAML file."),
+    ] = None,
+    variant: Annotated[
+        str, typer.Option("--variant", help="Recipe variant for the weight footprint.")
+    ] = "default",
+    gpu: Annotated[
+        str, typer.Option("--gpu", help="GPU type: B300, GB300, B200, H200, H100, A100, MI355X, ...")
+    ] = "H100",
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", min=1, help="Number of GPUs (default TP x PP x DP).")
+    ] = None,
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1)] = 8,
+    gpu_memory_gib: Annotated[
+        float | None, typer.Option("--gpu-memory-gib", help="Memory per GPU in GiB (overrides the table).")
+    ] = None,
+    tp: Annotated[int | None, typer.Option("--tp", "--tensor-parallel-size", min=1)] = None,
+    pp: Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", min=1)] = 1,
+    dp: Annotated[int, typer.Option("--dp", "--data-parallel-size", min=1)] = 1,
+    ep: Annotated[
+        bool, typer.Option("--ep/--no-ep", "--enable-expert-parallel", help="Expert parallelism.")
+    ] = False,
+    gpu_memory_utilization: Annotated[
+        float, typer.Option("--gpu-memory-utilization", min=0.01, max=1.0, help="vLLM default 0.92.")
+    ] = 0.92,
+    max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1)] = None,
+    kv_cache_dtype: Annotated[
+        str, typer.Option("--kv-cache-dtype", help="auto, fp8, bf16, fp16, ...")
+    ] = "auto",
+    block_size: Annotated[
+        int, typer.Option("--block-size", min=1, help="KV block size (GPU default 16).")
+    ] = 16,
+    context_len: Annotated[
+        int | None, typer.Option("--context-len", min=1, help="Tokens per request for max concurrency.")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option("--concurrency", min=1, help="Concurrent requests to plan for.")
+    ] = None,
+    kv_cache_gib: Annotated[
+        float | None,
+        typer.Option(
+            "--kv-cache-gib",
+            help="Fix the KV cache per GPU (like --kv-cache-memory-bytes / VLLM_CPU_KVCACHE_SPACE).",
+        ),
+    ] = None,
+    weights_gib: Annotated[
+        float | None, typer.Option("--weights-gib", help="Total weight bytes, in GiB.")
+    ] = None,
+    overhead_gib: Annotated[
+        float | None,
+        typer.Option("--overhead-gib", help="Activation/CUDA-graph/non-torch allowance per GPU."),
+    ] = None,
+    as_json: JsonOpt = False,
+    junit: JunitOpt = None,
+    strict: StrictOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    from vllm_medic.plan.capacity import PlanRequest, plan
+    from vllm_medic.plan.gpus import GIB, lookup_gpu
+    from vllm_medic.plan.inputs import read_model
+    from vllm_medic.plan.recipe_input import load_recipe_baseline
+    from vllm_medic.plan.shape import DTYPE_BYTES, parse_model_config
+    from vllm_medic.plan.verdict import plan_findings
+
+    if config is None and recipe is None and weights_gib is None and kv_cache_gib is None:
+        raise UsageError(
+            "give --config (a model's config.json or dir), --recipe (e.g. kimi-k3) or --weights-gib"
+        )
+    if kv_cache_dtype != "auto" and kv_cache_dtype.lower() not in DTYPE_BYTES:
+        raise UsageError(
+            f"--kv-cache-dtype {kv_cache_dtype!r}: use auto or one of {', '.join(sorted(DTYPE_BYTES))}"
+        )
+    if tp is None:
+        if gpus is None:
+            tp = 1
+        elif gpus % (pp * dp):
+            raise UsageError(f"--gpus {gpus} is not divisible by PP {pp} x DP {dp}")
+        else:
+            tp = gpus // (pp * dp)
+    world = tp * pp * dp
+    if gpus is None:
+        gpus = world
+    elif gpus != world:
+        raise UsageError(f"--gpus {gpus} does not match TP {tp} x PP {pp} x DP {dp} = {world}")
+
+    shape = None
+    weights_bytes = None
+    weights_basis = ""
+    source = {}
+    if config is not None:
+        files = read_model(config)
+        try:
+            shape = parse_model_config(files.config)
+        except ValueError as exc:
+            raise UsageError(f"{files.config_path}: {exc}") from exc
+        weights_bytes, weights_basis = files.weight_bytes, files.weight_basis
+        source["config"] = str(files.config_path)
+    if weights_gib is not None:
+        weights_bytes, weights_basis = int(weights_gib * GIB), f"--weights-gib {weights_gib:g}"
+    baseline = load_recipe_baseline(recipe, variant) if recipe else None
+    if baseline is not None:
+        source["recipe"] = baseline.source
+    req = PlanRequest(
+        gpu=lookup_gpu(gpu, gpu_memory_gib),
+        gpus=gpus,
+        gpus_per_node=gpus_per_node,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        ep=ep,
+        gpu_memory_utilization=gpu_memory_utilization,
+        max_model_len=max_model_len,
+        kv_cache_dtype=kv_cache_dtype.lower(),
+        block_size=block_size,
+        context_len=context_len,
+        concurrency=concurrency,
+        kv_cache_bytes=int(kv_cache_gib * GIB) if kv_cache_gib is not None else None,
+        overhead_bytes=int(overhead_gib * GIB) if overhead_gib is not None else None,
+        weights_bytes=weights_bytes,
+        weights_basis=weights_basis,
+    )
+    result = plan(req, shape, baseline)
+    findings = plan_findings(req, result, shape)
+    extra = result.to_dict()
+    extra["inputs"] = {
+        **source,
+        "gpu": req.gpu.name,
+        "gpu_memory_bytes": req.gpu.memory_bytes,
+        "gpu_memory_source": req.gpu.source,
+        "gpus": gpus,
+        "tp": tp,
+        "pp": pp,
+        "dp": dp,
+        "ep": ep,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "kv_cache_dtype": req.kv_cache_dtype,
+        "block_size": block_size,
+    }
+    if shape is not None:
+        extra["model"] = {
+            "architecture": shape.architecture,
+            "attention": shape.attention,
+            "layers": shape.num_layers,
+            "full_attention_layers": shape.count("full"),
+            "sliding_window_layers": shape.count("sliding"),
+            "linear_layers": shape.count("linear"),
+            "num_kv_heads": shape.num_kv_heads,
+            "head_dim": shape.head_dim,
+            "hybrid": shape.hybrid,
+            "notes": list(shape.notes),
+        }
+    if not as_json:
+        _print_summary(req, result)
+    code = emit_findings(
+        findings,
+        as_json=as_json,
+        junit=junit,
+        strict=strict,
+        suite="vllm-medic plan",
+        extra=extra,
+        title=None,
+        verbose=verbose,
+    )
+    raise typer.Exit(int(code))
+
+
+def _print_summary(req, result) -> None:  # noqa: ANN001 - typed in capacity; kept lazy-imported
+    from rich.markup import escape
+    from rich.table import Table
+
+    from vllm_medic.cli_common import console
+    from vllm_medic.plan.gpus import GIB
+
+    def gib(v: int | None) -> str:
+        return "unknown" if v is None else f"{v / GIB:,.2f} GiB"
+
+    t = Table(
+        title=f"vllm-medic plan: {req.gpus} x {req.gpu.name}, TP {req.tp} PP {req.pp} DP {req.dp}",
+        show_header=False,
+    )
+    t.add_column("what")
+    t.add_column("value")
+    t.add_row("weights per GPU", gib(result.weights_per_gpu_bytes))
+    t.add_row("allowance (activations, graphs, non-torch)", gib(result.overhead_bytes))
+    t.add_row("KV cache per GPU", gib(result.kv_cache_bytes_per_gpu))
+    t.add_row(
+        "KV bytes per token (per GPU)",
+        "unknown" if result.kv_bytes_per_token is None else f"{result.kv_bytes_per_token:,}",
+    )
+    if result.state_bytes_per_sequence:
+        t.add_row("constant state per sequence", f"{result.state_bytes_per_sequence:,} bytes")
+    t.add_row("KV tokens", "unknown" if result.kv_tokens is None else f"{result.kv_tokens:,}")
+    if result.max_concurrency is not None:
+        t.add_row(f"max concurrency at {result.context_len:,} tokens", f"{result.max_concurrency:.2f}x")
+    t.add_row(
+        "fits",
+        ("yes" if result.fits else "NO")
+        + (f" (margin {gib(result.margin_bytes)})" if result.margin_bytes is not None else ""),
+    )
+    out = console()
+    out.print(t)
+    for a in result.assumptions:
+        out.print(f"  [dim]- {escape(a)}[/]", highlight=False)
+    out.print()

@@ -1,0 +1,338 @@
+"""Capacity arithmetic (pure): weights per GPU, KV bytes per token, KV tokens, concurrency, fit.
+
+It follows vLLM's own accounting where it is simple and stated:
+
+* the per-instance budget is ``total device memory x --gpu-memory-utilization``; weights, an
+  activation/CUDA-graph/non-torch allowance and the KV cache must fit inside it;
+* KV blocks are sized per layer (``block_size x kv_heads_per_gpu x head_dim x 2 x dtype`` for
+  MHA/GQA, ``block_size x (kv_lora_rank + rope_dim) x dtype`` for MLA), ``num_blocks =
+  kv_bytes // (page x layers)``, ``GPU KV cache size = num_blocks x block_size`` tokens and
+  ``Maximum concurrency for L tokens = num_blocks / ceil(L / block_size)``;
+* sliding-window layers need at most ``ceil((window-1)/block)+1`` blocks per sequence;
+* linear-attention / KDA / GDN layers hold a constant state per sequence;
+* with pipeline parallelism the stage with the most KV per token sets the capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from vllm_medic.plan.gpus import GB, GIB, GpuSpec
+from vllm_medic.plan.recipe_input import RecipeBaseline
+from vllm_medic.plan.shape import (
+    ModelShape,
+    attention_bytes_per_token_per_layer,
+    dtype_bytes,
+    kv_heads_per_gpu,
+    pp_stage_layers,
+)
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vLLM CacheConfig default since #38284 (2026-04-21)
+OVERHEAD_FRACTION = 0.05
+OVERHEAD_FLOOR = 2 * GIB
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    gpu: GpuSpec
+    gpus: int
+    gpus_per_node: int = 8
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: bool = False
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    max_model_len: int | None = None
+    kv_cache_dtype: str = "auto"
+    block_size: int = 16
+    context_len: int | None = None
+    concurrency: int | None = None
+    kv_cache_bytes: int | None = None  # per GPU, bypasses the memory model (--kv-cache-gib)
+    overhead_bytes: int | None = None
+    weights_bytes: int | None = None
+    weights_basis: str = ""
+
+
+@dataclass
+class StageKv:
+    full_bytes_per_token: int  # attention layers whose KV grows with the sequence
+    swa_bytes_per_token: int  # sliding-window layers (capped at the window)
+    state_bytes_per_seq: int  # linear / recurrent layers
+    full_layers: int
+    swa_layers: int
+    linear_layers: int
+
+
+@dataclass
+class PlanResult:
+    fits: bool
+    weights_fit: bool
+    kv_fits_one_request: bool | None
+    recipe_baseline_met: bool | None
+    concurrency_met: bool | None
+    weights_total_bytes: int | None
+    weights_per_gpu_bytes: int | None
+    overhead_bytes: int
+    usable_bytes_per_gpu: int
+    kv_cache_bytes_per_gpu: int | None
+    kv_bytes_per_token: int | None
+    kv_bytes_per_token_model: int | None
+    state_bytes_per_sequence: int | None
+    kv_tokens: int | None
+    num_blocks: int | None
+    max_concurrency: float | None
+    context_len: int | None
+    max_model_len: int | None
+    max_model_len_that_fits: int | None
+    margin_bytes: int | None
+    min_gpus_for_weights: int | None
+    recipe_min_gpus: int | None
+    recipe_min_nodes: int | None
+    kv_dtype_bytes: float | None
+    kv_heads_per_gpu: int | None
+    assumptions: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in (
+            "weights_per_gpu_bytes",
+            "overhead_bytes",
+            "usable_bytes_per_gpu",
+            "kv_cache_bytes_per_gpu",
+            "margin_bytes",
+        ):
+            v = d.get(k)
+            d[k.replace("_bytes", "_gib")] = None if v is None else round(v / GIB, 3)
+        if self.max_concurrency is not None:
+            d["max_concurrency"] = round(self.max_concurrency, 2)
+        return d
+
+
+def stage_kv(shape: ModelShape, kinds: tuple[str, ...], tp: int, kv_b: float) -> StageKv:
+    per_layer = attention_bytes_per_token_per_layer(shape, tp, kv_b)
+    n_full = sum(1 for k in kinds if k == "full")
+    n_swa = sum(1 for k in kinds if k == "sliding")
+    n_lin = sum(1 for k in kinds if k == "linear")
+    state = shape.linear_state.bytes_per_gpu(tp) if shape.linear_state else 0
+    return StageKv(per_layer * n_full, per_layer * n_swa, state * n_lin, n_full, n_swa, n_lin)
+
+
+def seq_bytes(st: StageKv, length: int, block: int, window: int | None) -> int:
+    """KV bytes one sequence of ``length`` tokens holds on one GPU of this stage (block-rounded)."""
+    blocks = math.ceil(length / block)
+    total = blocks * block * st.full_bytes_per_token
+    if st.swa_layers:
+        swa_blocks = min(blocks, math.ceil(max((window or length) - 1, 1) / block) + 1)
+        total += swa_blocks * block * st.swa_bytes_per_token
+    return total + st.state_bytes_per_seq
+
+
+def default_overhead(gpu: GpuSpec) -> int:
+    return max(OVERHEAD_FLOOR, int(gpu.memory_bytes * OVERHEAD_FRACTION))
+
+
+def weights_per_gpu(total: int, req: PlanRequest, expert_fraction: float | None) -> tuple[int, str]:
+    if req.ep and req.dp > 1:
+        if expert_fraction is not None:
+            dense = total * (1 - expert_fraction) / (req.tp * req.pp)
+            experts = total * expert_fraction / (req.tp * req.dp * req.pp)
+            return int(dense + experts), (
+                f"expert parallel: experts ({expert_fraction:.0%} of the weights, estimated from config.json) "
+                f"split over TP x DP x PP = {req.tp * req.dp * req.pp} GPUs, the rest over TP x PP = {req.tp * req.pp}"
+            )
+        return int(total / (req.tp * req.dp * req.pp)), (
+            "expert parallel without a config.json: all weights treated as split over every GPU (optimistic)"
+        )
+    return int(total / (req.tp * req.pp)), f"weights split over TP x PP = {req.tp * req.pp} GPUs" + (
+        f", replicated in each of the {req.dp} DP replicas" if req.dp > 1 else ""
+    )
+
+
+def plan(req: PlanRequest, shape: ModelShape | None, recipe: RecipeBaseline | None) -> PlanResult:
+    notes: list[str] = []
+    usable = int(req.gpu.memory_bytes * req.gpu_memory_utilization)
+    notes.append(
+        f"per-GPU budget = {req.gpu.memory_bytes / GIB:.2f} GiB ({req.gpu.memory_basis}) x "
+        f"--gpu-memory-utilization {req.gpu_memory_utilization:g} = {usable / GIB:.2f} GiB"
+    )
+    weights_total = req.weights_bytes
+    weights_basis = req.weights_basis
+    if weights_total is None and recipe and recipe.weights_gb:
+        weights_total = int(recipe.weights_gb * GB)
+        weights_basis = f"recipe weight footprint {recipe.weights_gb:g} GB ({recipe.weights_source})"
+    if weights_total is None and shape is not None:
+        weights_total = shape.param_estimate.weight_bytes
+        weights_basis = f"{shape.param_estimate.basis}: {shape.param_estimate.total / 1e9:.1f}B parameters"
+    if weights_basis:
+        notes.append(f"weights: {weights_basis}")
+
+    per_gpu_w: int | None = None
+    if weights_total is not None:
+        per_gpu_w, how = weights_per_gpu(
+            weights_total, req, shape.param_estimate.expert_fraction if shape else None
+        )
+        notes.append(how)
+
+    if req.kv_cache_bytes is not None:
+        overhead = 0
+        kv_mem = req.kv_cache_bytes
+        notes.append(
+            f"KV cache fixed at {kv_mem / GIB:g} GiB per GPU (--kv-cache-gib); weights and overhead not subtracted"
+        )
+        weights_fit = True
+    else:
+        overhead = req.overhead_bytes if req.overhead_bytes is not None else default_overhead(req.gpu)
+        notes.append(
+            f"activation / CUDA-graph / non-torch allowance: {overhead / GIB:.2f} GiB per GPU"
+            + (
+                " (--overhead-gib)"
+                if req.overhead_bytes is not None
+                else f" (max(2 GiB, {OVERHEAD_FRACTION:.0%} of the GPU)); vLLM measures the real figure at startup"
+            )
+        )
+        kv_mem = usable - (per_gpu_w or 0) - overhead
+        weights_fit = kv_mem > 0
+    if per_gpu_w is None and req.kv_cache_bytes is None:
+        notes.append(
+            "no weight size known (give a model dir with model.safetensors.index.json, --weights-gib or --recipe)"
+        )
+
+    min_gpus_for_weights = None
+    if weights_total is not None and req.kv_cache_bytes is None:
+        room = usable - overhead
+        min_gpus_for_weights = math.ceil(weights_total / room) if room > 0 else None
+
+    recipe_min, recipe_nodes, recipe_ok = None, None, None
+    if recipe is not None:
+        recipe_min, recipe_nodes, note = recipe.baseline_for(req.gpu.name)
+        if recipe_min is not None:
+            recipe_ok = req.gpus >= recipe_min and (
+                recipe_nodes is None or math.ceil(req.gpus / req.gpus_per_node) >= recipe_nodes
+            )
+            if note:
+                notes.append(f"recipe baseline for {req.gpu.name}: {recipe_min} GPUs ({note})")
+
+    max_model_len = (
+        req.max_model_len
+        or (shape.max_position_embeddings if shape else None)
+        or (recipe.context_length if recipe else None)
+    )
+    context_len = req.context_len or max_model_len
+
+    kv_b: float | None = None
+    per_token = per_token_model = state = kv_tokens = num_blocks = fits_len = None
+    heads_gpu = None
+    concurrency = None
+    kv_one = None
+    margin = kv_mem
+    if shape is not None:
+        kv_b = dtype_bytes(shape.dtype if req.kv_cache_dtype == "auto" else req.kv_cache_dtype)
+        if shape.attention == "gqa":
+            heads_gpu = kv_heads_per_gpu(shape.num_kv_heads, req.tp)
+            if shape.num_kv_heads < req.tp:
+                notes.append(
+                    f"{shape.num_kv_heads} KV heads < TP {req.tp}: each GPU holds a replicated KV head"
+                )
+        else:
+            notes.append(f"MLA: one {shape.mla_dim}-wide latent per token per layer, not split by TP")
+        stages = [
+            stage_kv(shape, kinds, req.tp, kv_b) for kinds in pp_stage_layers(shape.layer_kinds, req.pp)
+        ]
+        worst = max(
+            stages, key=lambda s: (s.full_bytes_per_token + s.swa_bytes_per_token, s.state_bytes_per_seq)
+        )
+        per_token = worst.full_bytes_per_token + worst.swa_bytes_per_token
+        per_token_model = stage_kv(shape, shape.layer_kinds, 1, kv_b)
+        per_token_model_bytes = per_token_model.full_bytes_per_token + per_token_model.swa_bytes_per_token
+        state = worst.state_bytes_per_seq
+        if req.pp > 1:
+            notes.append(
+                f"PP {req.pp}: the stage with the most KV per token ({worst.full_layers + worst.swa_layers + worst.linear_layers} layers) sets capacity"
+            )
+        if shape.sliding_window:
+            notes.append(
+                f"{shape.count('sliding')} sliding-window layers hold at most {shape.sliding_window} tokens each"
+            )
+        if shape.linear_state:
+            notes.append(
+                f"{shape.count('linear')} {shape.linear_state.kind.upper()} layers hold a constant state of "
+                f"{shape.linear_state.bytes_per_gpu(req.tp):,} bytes per sequence each on one GPU (no prefix-cache checkpoints counted)"
+            )
+        per_token_model = per_token_model_bytes
+        plain = worst.swa_layers == 0 and worst.linear_layers == 0
+        if kv_mem > 0 and per_token > 0:
+            page_all_layers = req.block_size * per_token
+            if plain:
+                num_blocks = kv_mem // page_all_layers
+                kv_tokens = num_blocks * req.block_size
+                fits_len = kv_tokens
+                if context_len:
+                    concurrency = num_blocks / math.ceil(context_len / req.block_size)
+            else:
+                if context_len:
+                    concurrency = kv_mem / seq_bytes(worst, context_len, req.block_size, shape.sliding_window)
+                if max_model_len:
+                    kv_tokens = int(
+                        kv_mem
+                        / seq_bytes(worst, max_model_len, req.block_size, shape.sliding_window)
+                        * max_model_len
+                    )
+                fits_len = _longest_fitting(
+                    worst, kv_mem, req.block_size, shape.sliding_window, max_model_len
+                )
+        elif kv_mem <= 0:
+            kv_tokens, concurrency, fits_len = 0, 0.0, 0
+        if max_model_len:
+            need = seq_bytes(worst, max_model_len, req.block_size, shape.sliding_window)
+            kv_one = kv_mem >= need
+            margin = kv_mem - need
+    concurrency_ok = None
+    if req.concurrency is not None and concurrency is not None:
+        concurrency_ok = concurrency * req.dp >= req.concurrency
+    fits = weights_fit and kv_one is not False and recipe_ok is not False and concurrency_ok is not False
+    return PlanResult(
+        fits=fits,
+        weights_fit=weights_fit,
+        kv_fits_one_request=kv_one,
+        recipe_baseline_met=recipe_ok,
+        concurrency_met=concurrency_ok,
+        weights_total_bytes=weights_total,
+        weights_per_gpu_bytes=per_gpu_w,
+        overhead_bytes=overhead,
+        usable_bytes_per_gpu=usable,
+        kv_cache_bytes_per_gpu=kv_mem,
+        kv_bytes_per_token=per_token,
+        kv_bytes_per_token_model=per_token_model,
+        state_bytes_per_sequence=state,
+        kv_tokens=kv_tokens,
+        num_blocks=num_blocks,
+        max_concurrency=concurrency,
+        context_len=context_len,
+        max_model_len=max_model_len,
+        max_model_len_that_fits=fits_len,
+        margin_bytes=margin,
+        min_gpus_for_weights=min_gpus_for_weights,
+        recipe_min_gpus=recipe_min,
+        recipe_min_nodes=recipe_nodes,
+        kv_dtype_bytes=kv_b,
+        kv_heads_per_gpu=heads_gpu,
+        assumptions=notes,
+    )
+
+
+def _longest_fitting(st: StageKv, kv_mem: int, block: int, window: int | None, upper: int | None) -> int:
+    """Largest block-aligned length whose sequence fits in ``kv_mem`` (binary search over blocks; monotone)."""
+    if seq_bytes(st, block, block, window) > kv_mem:
+        return 0
+    lo, hi = 1, max(math.ceil((upper or block) / block), 1) * 64
+    if seq_bytes(st, hi * block, block, window) <= kv_mem:
+        return hi * block
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if seq_bytes(st, mid * block, block, window) <= kv_mem:
+            lo = mid
+        else:
+            hi = mid
+    return lo * block

@@ -1,0 +1,108 @@
+"""What the planner takes from a recipe: the weight footprint and the hardware baseline.
+
+Two shapes are read: the recipes shipped with vllm-medic (``vllm_medic/recipes/data/<name>.yaml``:
+``weights.gb`` and ``hardware.baselines``) and an official ``vllm-project/recipes`` model file
+(``variants.<variant>.vram_minimum_gb``, ``strategy_min_gpus``, ``meta.hardware``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from vllm_medic.errors import UsageError
+
+
+@dataclass(frozen=True)
+class RecipeBaseline:
+    name: str
+    source: str
+    weights_gb: float | None
+    weights_source: str
+    min_gpus: dict[str, int] = field(default_factory=dict)  # by lower-case GPU key
+    min_nodes: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    general_min_gpus: int | None = None
+    verified_hardware: tuple[str, ...] = ()
+    context_length: int | None = None
+
+    def baseline_for(self, gpu_name: str) -> tuple[int | None, int | None, str]:
+        key = gpu_name.lower().replace("-", "").replace("_", "")
+        for k, v in self.min_gpus.items():
+            if k.replace("-", "").replace("_", "") == key:
+                return v, self.min_nodes.get(k), self.notes.get(k, "")
+        return self.general_min_gpus, None, ""
+
+
+def _shipped_names() -> list[str]:
+    data = resources.files("vllm_medic.recipes").joinpath("data")
+    return sorted(p.name.removesuffix(".yaml") for p in data.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_recipe_baseline(name_or_path: str, variant: str = "default") -> RecipeBaseline:
+    import yaml
+
+    path = Path(name_or_path)
+    if path.is_file():
+        text = path.read_text(encoding="utf-8")
+        source = str(path)
+    else:
+        res = resources.files("vllm_medic.recipes").joinpath("data", f"{name_or_path.lower()}.yaml")
+        if not res.is_file():
+            raise UsageError(
+                f"recipe {name_or_path!r} is neither a file nor a shipped recipe (shipped: {', '.join(_shipped_names())})"
+            )
+        text = res.read_text(encoding="utf-8")
+        source = f"vllm_medic/recipes/data/{name_or_path.lower()}.yaml"
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"recipe {source} is not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise UsageError(f"recipe {source} is not a YAML mapping")
+    return recipe_baseline_from_dict(raw, source, variant)
+
+
+def recipe_baseline_from_dict(raw: dict[str, Any], source: str, variant: str = "default") -> RecipeBaseline:
+    if (
+        isinstance(raw.get("weights"), dict)
+        or isinstance(raw.get("hardware"), dict)
+        and "baselines" in raw["hardware"]
+    ):
+        weights = raw.get("weights") or {}
+        baselines = (raw.get("hardware") or {}).get("baselines") or {}
+        smg = (raw.get("strategy_min_gpus") or {}).get("value") or {}
+        return RecipeBaseline(
+            name=str(raw.get("name") or source),
+            source=source,
+            weights_gb=float(weights["gb"]) if weights.get("gb") is not None else None,
+            weights_source=str(weights.get("source") or source),
+            min_gpus={k.lower(): int(v["min_gpus"]) for k, v in baselines.items() if v.get("min_gpus")},
+            min_nodes={k.lower(): int(v["min_nodes"]) for k, v in baselines.items() if v.get("min_nodes")},
+            notes={k.lower(): str(v.get("note", "")) for k, v in baselines.items()},
+            general_min_gpus=min(smg.values()) if smg else None,
+            verified_hardware=tuple(k.lower() for k in baselines),
+        )
+    variants = raw.get("variants") or {}
+    if not isinstance(variants, dict) or variant not in variants:
+        raise UsageError(f"recipe {source} has no variants.{variant} (have: {', '.join(variants) or 'none'})")
+    v = variants[variant] or {}
+    smg = raw.get("strategy_min_gpus") or {}
+    strategy_keys = {k: int(val) for k, val in smg.items() if "_" in k}
+    gpu_keys = {k.lower(): int(val) for k, val in smg.items() if "_" not in k}
+    meta = raw.get("meta") or {}
+    model = raw.get("model") or {}
+    return RecipeBaseline(
+        name=str(meta.get("slug") or meta.get("title") or source),
+        source=source,
+        weights_gb=float(v["vram_minimum_gb"]) if v.get("vram_minimum_gb") is not None else None,
+        weights_source=f"{source} variants.{variant}.vram_minimum_gb",
+        min_gpus=gpu_keys,
+        min_nodes={k: max(1, val // 8) for k, val in gpu_keys.items()},
+        notes={k: f"strategy_min_gpus.{k}: {val}" for k, val in gpu_keys.items()},
+        general_min_gpus=min(strategy_keys.values()) if strategy_keys else None,
+        verified_hardware=tuple(k.lower() for k in (meta.get("hardware") or {})),
+        context_length=int(model["context_length"]) if model.get("context_length") else None,
+    )

@@ -1,0 +1,204 @@
+"""Turn a capacity result into findings with the fix, in the method's order (pure)."""
+
+from __future__ import annotations
+
+import math
+
+from vllm_medic.model import Category, Finding, Severity
+from vllm_medic.plan.capacity import PlanRequest, PlanResult
+from vllm_medic.plan.gpus import GIB
+from vllm_medic.plan.shape import ModelShape
+
+DOCS_MEMORY = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
+
+
+def _gib(n: int | None) -> str:
+    return "unknown" if n is None else f"{n / GIB:.2f} GiB"
+
+
+def _nodes(gpus: int, per_node: int) -> str:
+    nodes = math.ceil(gpus / per_node)
+    return f"{gpus} GPUs ({nodes} node{'s' if nodes != 1 else ''} of {per_node})"
+
+
+def _layout_size(gpus: int, per_node: int) -> int:
+    """Round a GPU count to one vLLM can lay out: a power of two within a node, whole nodes beyond."""
+    if gpus <= per_node:
+        return min(per_node, 1 << (gpus - 1).bit_length())
+    return math.ceil(gpus / per_node) * per_node
+
+
+def plan_findings(req: PlanRequest, res: PlanResult, shape: ModelShape | None) -> list[Finding]:
+    out: list[Finding] = []
+    layout = (
+        f"TP {req.tp} x PP {req.pp} x DP {req.dp}{' + EP' if req.ep else ''} on {req.gpus} x {req.gpu.name}"
+    )
+    if shape is not None and req.tp > 1 and shape.num_heads % req.tp:
+        out.append(
+            Finding(
+                "PLAN005",
+                Severity.FAIL,
+                Category.PARALLEL_LAYOUT,
+                f"TP {req.tp} does not divide the {shape.num_heads} attention heads",
+                [f"num_attention_heads = {shape.num_heads}, --tensor-parallel-size {req.tp}"],
+                ["Pick a TP size that divides the attention heads; use PP or DP for the remaining GPUs."],
+            )
+        )
+    if res.recipe_min_gpus is not None:
+        nodes_txt = f" / {res.recipe_min_nodes} nodes" if res.recipe_min_nodes else ""
+        if res.recipe_baseline_met:
+            out.append(
+                Finding(
+                    "PLAN004",
+                    Severity.PASS,
+                    Category.PARALLEL_LAYOUT,
+                    f"{req.gpus} x {req.gpu.name} meets the recipe baseline ({res.recipe_min_gpus} GPUs{nodes_txt})",
+                    [f"recipe minimum for {req.gpu.name}: {res.recipe_min_gpus} GPUs{nodes_txt}"],
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    "PLAN004",
+                    Severity.FAIL,
+                    Category.PARALLEL_LAYOUT,
+                    f"{req.gpus} x {req.gpu.name} is below the recipe baseline of {res.recipe_min_gpus} GPUs{nodes_txt}",
+                    [
+                        f"planned: {_nodes(req.gpus, req.gpus_per_node)}; recipe minimum on {req.gpu.name}: {res.recipe_min_gpus} GPUs{nodes_txt}",
+                        "the baseline comes from the model's recipe, not from a small model's single-GPU experience",
+                    ],
+                    [
+                        f"Plan at least {_nodes(res.recipe_min_gpus, req.gpus_per_node)} of {req.gpu.name}, or a GPU whose recipe baseline you meet.",
+                        "Keep the recipe's layout for that GPU count (e.g. TP within a node, PP or DP across nodes).",
+                    ],
+                )
+            )
+    w_evidence = [
+        f"weights total {_gib(res.weights_total_bytes)}; per GPU {_gib(res.weights_per_gpu_bytes)} ({layout})",
+        f"per-GPU budget {_gib(res.usable_bytes_per_gpu)} (x {req.gpu_memory_utilization:g}); allowance {_gib(res.overhead_bytes)}",
+    ]
+    if res.weights_fit:
+        out.append(
+            Finding(
+                "PLAN001",
+                Severity.PASS,
+                Category.OOM_STARTUP,
+                f"Weights fit: {_gib(res.weights_per_gpu_bytes)} per GPU, {_gib(res.kv_cache_bytes_per_gpu)} left for KV cache",
+                w_evidence,
+            )
+        )
+    else:
+        need = res.min_gpus_for_weights
+        target = max(need or 0, res.recipe_min_gpus or 0)
+        fix = []
+        if target:
+            fix.append(
+                f"Use at least {_nodes(_layout_size(target, req.gpus_per_node), req.gpus_per_node)} "
+                f"of {req.gpu.name} (weights alone need {need} at this utilization"
+                + (f"; the recipe baseline is {res.recipe_min_gpus}" if res.recipe_min_gpus else "")
+                + ")."
+            )
+        fix.append(
+            "Or a GPU with more memory, or a smaller-precision checkpoint (fp8 / fp4) if the recipe offers one."
+        )
+        fix.append("Raising --gpu-memory-utilization only helps at the margin and risks OOM during warmup.")
+        out.append(
+            Finding(
+                "PLAN001",
+                Severity.FAIL,
+                Category.OOM_STARTUP,
+                f"Weights do not fit: {_gib(res.weights_per_gpu_bytes)} per GPU, short by {_gib(-res.kv_cache_bytes_per_gpu if res.kv_cache_bytes_per_gpu is not None else None)}",
+                w_evidence,
+                fix,
+                [DOCS_MEMORY],
+            )
+        )
+    if shape is not None and res.weights_fit and res.max_model_len:
+        ev = [
+            f"KV per token per GPU: {res.kv_bytes_per_token:,} bytes ({res.kv_dtype_bytes:g}-byte KV dtype)"
+            + (
+                f"; {res.state_bytes_per_sequence:,} bytes constant state per sequence"
+                if res.state_bytes_per_sequence
+                else ""
+            ),
+            f"KV cache per GPU {_gib(res.kv_cache_bytes_per_gpu)} -> {res.kv_tokens:,} tokens"
+            if res.kv_tokens is not None
+            else "KV tokens unknown",
+        ]
+        if res.kv_fits_one_request:
+            out.append(
+                Finding(
+                    "PLAN002",
+                    Severity.PASS,
+                    Category.OOM_STARTUP,
+                    f"One {res.max_model_len:,}-token request fits; margin {_gib(res.margin_bytes)} per GPU",
+                    ev,
+                )
+            )
+        else:
+            fix = [
+                f"Lower --max-model-len to {res.max_model_len_that_fits:,} or less (what this KV cache holds)."
+            ]
+            if res.kv_dtype_bytes and res.kv_dtype_bytes > 1:
+                fix.append("Use --kv-cache-dtype fp8: it halves the KV bytes per token of bf16.")
+            fix.append(
+                "Add GPUs (more TP shards the KV heads; with MLA the latent is not split, so add PP/DP or nodes instead)."
+            )
+            out.append(
+                Finding(
+                    "PLAN002",
+                    Severity.FAIL,
+                    Category.OOM_STARTUP,
+                    f"A {res.max_model_len:,}-token request does not fit the KV cache (vLLM refuses to start)",
+                    ev
+                    + [
+                        f"short by {_gib(-res.margin_bytes if res.margin_bytes is not None else None)} per GPU"
+                    ],
+                    fix,
+                    [DOCS_MEMORY],
+                )
+            )
+    if res.max_concurrency is not None and res.context_len:
+        conc = f"{res.max_concurrency:.2f}x"
+        if req.concurrency is None:
+            out.append(
+                Finding(
+                    "PLAN003",
+                    Severity.INFO,
+                    Category.OOM_RUNTIME,
+                    f"Maximum concurrency for {res.context_len:,} tokens per request: {conc}"
+                    + (
+                        f" per DP replica ({res.max_concurrency * req.dp:.2f}x across {req.dp})"
+                        if req.dp > 1
+                        else ""
+                    ),
+                    [
+                        f"{res.kv_tokens:,} KV tokens per replica"
+                        if res.kv_tokens is not None
+                        else "KV tokens unknown"
+                    ],
+                )
+            )
+        else:
+            total = res.max_concurrency * req.dp
+            ok = bool(res.concurrency_met)
+            fix = (
+                []
+                if ok
+                else [
+                    f"Shorten the context per request below {res.context_len:,} tokens, or use --kv-cache-dtype fp8.",
+                    "Add DP replicas (each brings its own KV cache) or GPUs; re-run `vllm-medic plan` with the new layout.",
+                    "Then raise concurrency step by step in `vllm-medic accept`, recording where OOM and timeouts start.",
+                ]
+            )
+            out.append(
+                Finding(
+                    "PLAN003",
+                    Severity.PASS if ok else Severity.FAIL,
+                    Category.OOM_RUNTIME,
+                    f"{req.concurrency} concurrent {res.context_len:,}-token requests {'fit' if ok else 'do not fit'}: max {conc} per replica",
+                    [f"max concurrency {conc} per replica x {req.dp} replica(s) = {total:.2f}"],
+                    fix,
+                )
+            )
+    return out

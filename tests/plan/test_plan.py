@@ -1,0 +1,280 @@
+"""`vllm-medic plan` through the public CLI, checked against numbers vLLM and the K3 recipe published.
+
+Calibration sources are listed in tests/data/plan/SOURCES.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "plan"
+EXE = [sys.executable, "-m", "vllm_medic.cli"]
+
+
+def run(*args: str, check_json: bool = True) -> tuple[int, dict | str, str]:
+    proc = subprocess.run([*EXE, "plan", *args], capture_output=True, text=True, timeout=120)
+    if check_json and "--json" in args:
+        return proc.returncode, json.loads(proc.stdout), proc.stderr
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def cfg(name: str) -> str:
+    return str(DATA / name)
+
+
+def test_tiny_model_reproduces_vllm_cpu_capacity_line_exactly() -> None:
+    # vLLM on CPU with VLLM_CPU_KVCACHE_SPACE=1 logs: "CPU KV cache size: 2,097,152 tokens" and
+    # "Maximum concurrency for 2,048 tokens per request: 1024.00x" (block size 128, bf16 KV).
+    code, out, _ = run(
+        "--config",
+        cfg("tiny-llama-vllm-tier.config.json"),
+        "--gpu",
+        "CPU",
+        "--gpu-memory-gib",
+        "8",
+        "--kv-cache-gib",
+        "1",
+        "--block-size",
+        "128",
+        "--max-model-len",
+        "2048",
+        "--kv-cache-dtype",
+        "bf16",
+        "--json",
+    )
+    assert code == 0
+    assert out["kv_bytes_per_token"] == 512
+    assert out["kv_tokens"] == 2_097_152
+    assert out["max_concurrency"] == 1024.0
+    assert out["fits"] is True
+
+
+def test_qwen3_235b_tp4_matches_vllm_issue_21348_within_two_percent() -> None:
+    # Issue #21348 (4xH100, TP4, Qwen3-235B-A22B-FP8): "Available KV cache memory: 8.11 GiB",
+    # "GPU KV cache size: 178,880 tokens". 94 layers x 1 KV head per GPU x 128 x 2 x 2 bytes.
+    code, out, _ = run(
+        "--config",
+        cfg("qwen3-235b-a22b.config.json"),
+        "--gpu",
+        "H100",
+        "--tp",
+        "4",
+        "--kv-cache-gib",
+        "8.11",
+        "--max-model-len",
+        "40960",
+        "--json",
+    )
+    assert code == 0
+    assert out["kv_bytes_per_token"] == 94 * 2 * 1 * 128 * 2
+    assert abs(out["kv_tokens"] - 178_880) / 178_880 < 0.02
+
+
+def test_kv_heads_replicate_when_fewer_than_tp() -> None:
+    code, tp4, _ = run(
+        "--config",
+        cfg("qwen3-235b-a22b.config.json"),
+        "--gpu",
+        "H100",
+        "--tp",
+        "4",
+        "--kv-cache-gib",
+        "8",
+        "--json",
+    )
+    code8, tp8, _ = run(
+        "--config",
+        cfg("qwen3-235b-a22b.config.json"),
+        "--gpu",
+        "H100",
+        "--tp",
+        "8",
+        "--kv-cache-gib",
+        "8",
+        "--json",
+    )
+    assert code == code8 == 0
+    assert tp4["kv_heads_per_gpu"] == tp8["kv_heads_per_gpu"] == 1  # 4 KV heads: TP8 replicates
+    assert tp4["kv_bytes_per_token"] == tp8["kv_bytes_per_token"]
+    assert any("replicated KV head" in a for a in tp8["assumptions"])
+
+
+def test_mla_latent_is_not_split_by_tp_and_fp8_halves_it() -> None:
+    base = ["--config", cfg("deepseek-r1.config.json"), "--gpu", "H200", "--max-model-len", "32768", "--json"]
+    _, tp8, _ = run(*base, "--tp", "8")
+    _, tp8_fp8, _ = run(*base, "--tp", "8", "--kv-cache-dtype", "fp8")
+    assert tp8["kv_bytes_per_token"] == 61 * (512 + 64) * 2  # 70,272 bytes, same on every TP rank
+    assert tp8_fp8["kv_bytes_per_token"] == 61 * (512 + 64)
+    assert tp8["model"]["attention"] == "mla"
+    assert tp8["fits"] is True and tp8_fp8["kv_tokens"] > tp8["kv_tokens"]
+
+
+def test_sliding_window_layers_are_capped_at_the_window() -> None:
+    _, out, _ = run(
+        "--config", cfg("gemma-3-12b-it.config.json"), "--gpu", "H100", "--max-model-len", "131072", "--json"
+    )
+    assert out["model"]["sliding_window_layers"] == 40 and out["model"]["full_attention_layers"] == 8
+    per_layer = 2 * 8 * 256 * 2
+    assert out["kv_bytes_per_token"] == 48 * per_layer  # uncapped per-token rate of all attention layers
+    # Only 8 global layers grow with the context; at 128K the sliding layers are a small constant,
+    # so far more sequences fit than a plain 48-layer model of the same shape would allow.
+    plain = out["kv_cache_bytes_per_gpu"] / (48 * per_layer * 131072)
+    assert out["max_concurrency"] > 4 * plain
+
+
+def test_hybrid_kda_model_counts_constant_state_per_sequence() -> None:
+    _, out, _ = run(
+        "--config",
+        cfg("kimi-linear-48b-a3b-instruct.config.json"),
+        "--gpu",
+        "H100",
+        "--tp",
+        "4",
+        "--max-model-len",
+        "131072",
+        "--json",
+    )
+    assert out["model"]["hybrid"] is True
+    assert out["model"]["linear_layers"] == 20 and out["model"]["full_attention_layers"] == 7
+    assert out["kv_bytes_per_token"] == 7 * (512 + 64) * 2
+    # KDA per layer per GPU at TP4: conv 3 x 3 x (32*128/4) x 2 bytes + fp32 state (32/4) x 128 x 128 x 4 bytes
+    per_layer = 3 * 3 * 1024 * 2 + 8 * 128 * 128 * 4
+    assert out["state_bytes_per_sequence"] == 20 * per_layer
+
+
+def test_kimi_k3_recipe_b200_does_not_fit_one_node() -> None:
+    code, out, _ = run("--recipe", "kimi-k3", "--gpu", "B200", "--gpus", "8", "--json")
+    assert code == 1
+    assert out["fits"] is False and out["weights_fit"] is False
+    assert out["weights_total_bytes"] == 1680 * 10**9
+    assert out["recipe_min_gpus"] == 16
+    fix = " ".join(s for f in out["findings"] if f["id"] == "PLAN001" for s in f["fix"])
+    assert "16 GPUs (2 nodes of 8)" in fix
+
+
+def test_kimi_k3_recipe_fits_one_b300_node() -> None:
+    code, out, _ = run("--recipe", "kimi-k3", "--gpu", "B300", "--gpus", "8", "--json")
+    assert code == 0 and out["fits"] is True
+    assert out["margin_gib"] > 0
+
+
+def test_kimi_k3_recipe_h100_needs_32_even_when_24_hold_the_weights() -> None:
+    code, out, _ = run("--recipe", "kimi-k3", "--gpu", "H100", "--gpus", "24", "--pp", "3", "--json")
+    assert code == 1
+    assert out["weights_fit"] is True  # by raw memory 24 H100s would hold 1680 GB ...
+    assert out["recipe_baseline_met"] is False  # ... but the recipe's baseline is 32 (4 nodes)
+    assert out["recipe_min_gpus"] == 32
+    code32, out32, _ = run("--recipe", "kimi-k3", "--gpu", "H100", "--gpus", "32", "--pp", "4", "--json")
+    assert code32 == 0 and out32["fits"] is True
+
+
+def test_official_recipe_file_is_read(tmp_path: Path) -> None:
+    official = Path("/work/shared/data/vllm-recipes/models/moonshotai/Kimi-K3.yaml")
+    if not official.is_file():
+        pytest.skip("official recipe snapshot not on this machine")
+    _, out, _ = run("--recipe", str(official), "--gpu", "H100", "--gpus", "16", "--pp", "2", "--json")
+    assert out["weights_total_bytes"] == 1680 * 10**9 and out["recipe_min_gpus"] == 32
+    assert out["fits"] is False
+
+
+def test_weights_from_safetensors_index_and_max_model_len_fix(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text((DATA / "qwen3-0.6b.config.json").read_text())
+    (model / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 20 * 2**30}}))
+    code, out, _ = run("--config", str(model), "--gpu", "A100-40GB", "--max-model-len", "40960", "--json")
+    assert out["weights_total_bytes"] == 20 * 2**30
+    assert code == 0
+    code, out, _ = run(
+        "--config",
+        str(model),
+        "--gpu",
+        "A100-40GB",
+        "--max-model-len",
+        "40960",
+        "--gpu-memory-utilization",
+        "0.6",
+        "--json",
+    )
+    assert code == 1 and out["kv_fits_one_request"] is False
+    fix = [f for f in out["findings"] if f["id"] == "PLAN002"][0]["fix"]
+    assert re.search(r"--max-model-len to [\d,]+", fix[0])
+    assert any("--kv-cache-dtype fp8" in s for s in fix)
+
+
+def test_concurrency_target_and_dp_replicas() -> None:
+    base = ["--config", cfg("qwen3-0.6b.config.json"), "--gpu", "H100", "--max-model-len", "32768", "--json"]
+    _, one, _ = run(*base)
+    want = int(one["max_concurrency"]) + 5
+    code, short, _ = run(*base, "--concurrency", str(want))
+    assert code == 1 and short["concurrency_met"] is False
+    code, two, _ = run(*base, "--dp", "2", "--concurrency", str(want))
+    assert code == 0 and two["concurrency_met"] is True
+
+
+def test_terminal_output_states_the_allowance_and_the_verdict() -> None:
+    code, text, _ = run("--recipe", "kimi-k3", "--gpu", "B200", "--gpus", "8")
+    assert code == 1
+    assert "allowance" in text and "Weights do not fit" in text and "recipe baseline" in text
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "give --config"),
+        (["--config", "/nonexistent/config.json"], "no such file"),
+        (["--weights-gib", "10", "--gpu", "NoSuchGPU"], "unknown GPU"),
+        (["--weights-gib", "10", "--gpus", "8", "--tp", "4"], "does not match"),
+        (["--weights-gib", "10", "--kv-cache-dtype", "fp3"], "--kv-cache-dtype"),
+        (["--recipe", "no-such-recipe"], "neither a file nor a shipped recipe"),
+    ],
+)
+def test_bad_input_is_a_usage_error_without_traceback(args: list[str], message: str) -> None:
+    code, _, err = run(*args, check_json=False)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_garbage_config_is_a_usage_error(tmp_path: Path) -> None:
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    code, _, err = run("--config", str(bad), check_json=False)
+    assert code == 2 and "not valid JSON" in err and "Traceback" not in err
+    bad.write_text(json.dumps({"hidden_size": 10}))
+    code, _, err = run("--config", str(bad), check_json=False)
+    assert code == 2 and "num_hidden_layers" in err
+
+
+@pytest.mark.real_vllm
+def test_plan_matches_the_real_cpu_server_log(vllm_server_cached) -> None:  # noqa: ANN001
+    log = vllm_server_cached.log_path.read_text(errors="replace")
+    tokens = re.search(r"KV cache size: ([\d,]+) tokens", log)
+    conc = re.search(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", log)
+    assert tokens and conc, "the server log has no KV capacity lines"
+    code, out, _ = run(
+        "--config",
+        str(vllm_server_cached.model_dir),
+        "--gpu",
+        "CPU",
+        "--gpu-memory-gib",
+        "8",
+        "--kv-cache-gib",
+        "1",
+        "--block-size",
+        str(vllm_server_cached.block_size),
+        "--max-model-len",
+        conc.group(1).replace(",", ""),
+        "--kv-cache-dtype",
+        "bf16",
+        "--json",
+    )
+    assert code == 0
+    assert out["kv_tokens"] == int(tokens.group(1).replace(",", ""))
+    assert f"{out['max_concurrency']:.2f}" == conc.group(2)
