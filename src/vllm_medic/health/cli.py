@@ -1,7 +1,129 @@
-"""Command registration for this stage (filled in by the stage's work)."""
+"""`vllm-medic health` (in-image probes, Xid, fabric, container limits) and `vllm-medic nccl-path`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from vllm_medic.cli_common import JsonOpt, JunitOpt, StrictOpt, VerboseOpt, console, emit_findings, stderr
+from vllm_medic.errors import UsageError
+
 
 def register(app: typer.Typer) -> None:
-    del app
+    app.command("health")(health_cmd)
+    app.command("nccl-path")(nccl_path_cmd)
+
+
+def health_cmd(
+    from_dir: Annotated[
+        Path | None,
+        typer.Option("--from", help="Read captured outputs (dmesg.txt, nvidia-smi-q.txt, shm.txt, in-image/…) "
+                     "from DIR instead of probing this machine.", metavar="DIR"),
+    ] = None,
+    image: Annotated[
+        str | None, typer.Option("--image", help="Also probe inside IMAGE with `docker run --gpus all`.", metavar="IMAGE")
+    ] = None,
+    save: Annotated[
+        Path | None, typer.Option("--save", help="Write the raw outputs and health.json to DIR (redacted).", metavar="DIR")
+    ] = None,
+    tp: Annotated[int | None, typer.Option("--tp", help="Tensor-parallel size of the deployment (world size for limits).")] = None,
+    pp: Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel size of the deployment.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds per host command.")] = 20.0,
+    image_timeout: Annotated[float, typer.Option("--image-timeout", help="Seconds per `docker run` probe.")] = 180.0,
+    as_json: JsonOpt = False,
+    junit: JunitOpt = None,
+    strict: StrictOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """GPU faults (Xid), NVLink fabric, container limits and the image's insides: what takes clusters down."""
+    from vllm_medic.health import probe
+    from vllm_medic.health.rules import run_health_rules
+    from vllm_medic.snapshot import Snapshot
+
+    snap = Snapshot()
+    raw: dict[str, str] = {}
+    if from_dir is not None:
+        if not from_dir.is_dir():
+            raise UsageError(f"--from {from_dir}: not a directory")
+        files = probe.read_dir(from_dir)
+        if not files:
+            raise UsageError(f"--from {from_dir}: none of the expected files ({', '.join(probe.CANONICAL_FILES[:6])}, …)")
+        snap_file = from_dir / "snapshot.json"
+        if snap_file.is_file():
+            try:
+                snap = Snapshot.from_dict(json.loads(snap_file.read_text("utf-8")))
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise UsageError(f"{snap_file}: not valid JSON ({exc})") from exc
+        health = probe.from_files(files)
+    else:
+        try:
+            health, raw = probe.collect_live(image=image, timeout=timeout, image_timeout=image_timeout, raw=raw)
+        except KeyboardInterrupt:
+            if save is not None and raw:
+                probe.write_raw(raw, save)
+                stderr.print(f"interrupted: {len(raw)} output(s) measured so far saved under {save}", highlight=False)
+            raise
+    if tp is not None:
+        snap.launch.args["tensor_parallel_size"] = tp
+    if pp is not None:
+        snap.launch.args["pipeline_parallel_size"] = pp
+    snap.extra["health"] = health
+    findings = run_health_rules(snap)
+    if save is not None:
+        probe.write_raw(raw, save)
+        from vllm_medic.report.jsonout import dumps
+
+        (save / "health.json").write_text(dumps(health) + "\n", "utf-8")
+    code = emit_findings(
+        findings, as_json=as_json, junit=junit, strict=strict, suite="vllm-medic.health",
+        extra={"health": health}, title="vllm-medic health", verbose=verbose,
+    )
+    raise typer.Exit(int(code))
+
+
+def nccl_path_cmd(
+    logs: Annotated[list[Path], typer.Argument(help="Logs run with NCCL_DEBUG=INFO (files, directories, .gz); '-' for stdin.")],
+    as_json: JsonOpt = False,
+    junit: JunitOpt = None,
+    strict: StrictOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """The real NCCL path per rank: version, network, transports, interfaces, GPU Direct RDMA."""
+    from rich.table import Table
+
+    from vllm_medic.health.nccl_path import nccl_findings, parse_nccl_logs, read_logs, table_rows
+
+    sources: list[tuple[str, str]] = []
+    paths = []
+    for p in logs:
+        if str(p) == "-":
+            sources.append(("<stdin>", sys.stdin.read()))
+        elif not p.exists():
+            raise UsageError(f"{p}: no such file or directory")
+        else:
+            paths.append(p)
+    try:
+        sources.extend(read_logs(paths))
+    except OSError as exc:
+        raise UsageError(f"cannot read logs: {exc}") from exc
+    parsed = parse_nccl_logs(sources)
+    findings = nccl_findings(parsed)
+    rows = table_rows(parsed["ranks"])
+    if not as_json and rows:
+        t = Table(title="NCCL communication path per rank", show_lines=False)
+        for col in ("rank", "host", "pid", "dev", "nccl", "network", "transports", "interfaces", "gdr"):
+            t.add_column(col, overflow="fold")
+        for r in rows:
+            t.add_row(*(r[c] for c in ("rank", "host", "pid", "dev", "nccl", "network", "transports", "interfaces", "gdr")))
+        console().print(t)
+    code = emit_findings(
+        findings, as_json=as_json, junit=junit, strict=strict, suite="vllm-medic.nccl-path",
+        extra={"ranks": [r.to_dict() for r in parsed["ranks"]], "table": rows,
+               "unattributed_versions": parsed["unattributed_versions"], "vllm_nccl": parsed["vllm_nccl"]},
+        title="NCCL path", verbose=verbose,
+    )
+    raise typer.Exit(int(code))

@@ -1,0 +1,148 @@
+"""Gather the health facts: live on this machine (commands with timeouts) or from captured files.
+
+Both paths produce the same dict for ``Snapshot.extra["health"]`` and use the same canonical file
+names, so a bundle written by a live run reads back identically with ``--from``:
+
+  dmesg.txt, journalctl-k.txt          kernel log (Xid events)
+  nvidia-smi.txt, nvidia-smi-q.txt     host GPUs, fabric state
+  systemctl-fabricmanager.txt          `systemctl status nvidia-fabricmanager`
+  systemctl-imex.txt, imex-channels.txt, imex-nodes-config.txt   IMEX (GB200/GB300 NVL)
+  shm.txt, ulimit.txt, cgroup-memory.txt                        container limits
+  in-image/nvidia-smi.txt, in-image/versions.txt, in-image/pip-list.txt   probes inside the image
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from vllm_medic.health import fabric, in_image, kernel_log, limits
+from vllm_medic.health.runner import Runner, run_command
+
+CANONICAL_FILES = (
+    "dmesg.txt",
+    "journalctl-k.txt",
+    "nvidia-smi.txt",
+    "nvidia-smi-q.txt",
+    "systemctl-fabricmanager.txt",
+    "systemctl-imex.txt",
+    "imex-channels.txt",
+    "imex-nodes-config.txt",
+    "shm.txt",
+    "ulimit.txt",
+    "cgroup-memory.txt",
+    "in-image/nvidia-smi.txt",
+    "in-image/versions.txt",
+    "in-image/pip-list.txt",
+)
+
+ENV_PREFIXES = ("NCCL_", "GLOO_SOCKET_IFNAME", "VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+
+IMEX_CONFIG = "/etc/nvidia-imex/nodes_config.cfg"
+IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
+
+
+def _fabric_from(files: dict[str, str]) -> dict[str, Any]:
+    fab: dict[str, Any] = {}
+    if "nvidia-smi-q.txt" in files:
+        fab["nvidia_smi_q"] = fabric.parse_nvidia_smi_q(files["nvidia-smi-q.txt"])
+        if not fab["nvidia_smi_q"]["gpus"]:
+            fab["nvidia_smi_q_error"] = (files["nvidia-smi-q.txt"].strip().splitlines() or ["empty output"])[0][:300]
+    if "systemctl-fabricmanager.txt" in files:
+        fab["fabric_manager"] = fabric.parse_service(files["systemctl-fabricmanager.txt"])
+    if "systemctl-imex.txt" in files:
+        fab["imex"] = fabric.parse_service(files["systemctl-imex.txt"])
+    if "imex-channels.txt" in files:
+        fab["imex_channels"] = [ln.strip() for ln in files["imex-channels.txt"].splitlines() if ln.strip().startswith("channel")]
+    if "imex-nodes-config.txt" in files:
+        fab["imex_nodes_config"] = "present" if files["imex-nodes-config.txt"].strip() else "empty"
+    return fab
+
+
+def from_files(files: dict[str, str]) -> dict[str, Any]:
+    """Health facts from captured outputs (canonical names -> text)."""
+    health: dict[str, Any] = {}
+    for name in ("dmesg.txt", "journalctl-k.txt"):
+        if name in files:
+            facts = kernel_log.from_text(files[name], name)
+            if facts["readable"] or "xid" not in health:
+                health["xid"] = facts
+            if facts["readable"]:
+                break
+    if "nvidia-smi.txt" in files:
+        health["host_gpu"] = in_image.parse_nvidia_smi(files["nvidia-smi.txt"])
+    fab = _fabric_from(files)
+    if fab:
+        health["fabric"] = fab
+    lim = limits.from_files(files)
+    if len(lim) > 1:
+        health["limits"] = lim
+    if any(k.startswith("in-image/") for k in files):
+        health["in_image"] = in_image.from_outputs(files) | {"image": files.get("in-image/image.txt", "").strip() or None}
+    return health
+
+
+def read_dir(path: Path) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for name in CANONICAL_FILES + ("in-image/image.txt",):
+        p = path / name
+        if p.is_file():
+            files[name] = p.read_text("utf-8", "replace")
+    return files
+
+
+def collect_live(image: str | None = None, run: Runner = run_command, timeout: float = 20.0,
+                 image_timeout: float = 180.0, raw: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run every health probe here. Returns (health facts, raw outputs by canonical file name).
+
+    ``raw`` is filled as each probe finishes, so a caller interrupted by Ctrl-C still holds what was measured.
+    """
+    raw = {} if raw is None else raw
+    health: dict[str, Any] = {}
+    xid, xraw = kernel_log.probe(run, timeout)
+    health["xid"] = xid
+    raw.update(xraw)
+    for argv, name in (
+        (["nvidia-smi"], "nvidia-smi.txt"),
+        (["nvidia-smi", "-q"], "nvidia-smi-q.txt"),
+        (["systemctl", "status", "nvidia-fabricmanager", "--no-pager", "-l", "-n", "20"], "systemctl-fabricmanager.txt"),
+        (["systemctl", "status", "nvidia-imex", "--no-pager", "-l", "-n", "20"], "systemctl-imex.txt"),
+    ):
+        res = run(argv, timeout)
+        raw[name] = res.output if (res.output or not res.missing) else res.describe()
+        if res.missing and argv[0] == "systemctl":
+            raw[name] = "systemctl: command not found"
+    if Path(IMEX_CHANNELS).is_dir():
+        raw["imex-channels.txt"] = "\n".join(sorted(os.listdir(IMEX_CHANNELS))) + "\n"
+    if Path(IMEX_CONFIG).is_file():
+        raw["imex-nodes-config.txt"] = Path(IMEX_CONFIG).read_text("utf-8", "replace")
+    host = in_image.parse_nvidia_smi(raw.get("nvidia-smi.txt", ""))
+    if host["driver_version"]:
+        health["host_gpu"] = host
+    fab = _fabric_from({k: v for k, v in raw.items() if k != "nvidia-smi.txt"})
+    if fab.get("nvidia_smi_q", {}).get("gpus") or host["driver_version"]:
+        health["fabric"] = fab
+    lim, lraw = limits.probe_live()
+    health["limits"] = lim
+    raw.update(lraw)
+    health["env"] = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+    if image:
+        img, iraw = in_image.probe(image, run, image_timeout)
+        health["in_image"] = img
+        raw.update(iraw)
+        raw["in-image/image.txt"] = image + "\n"
+    return health, raw
+
+
+def write_raw(raw: dict[str, str], out_dir: Path) -> list[Path]:
+    """Save raw outputs (redacted) under ``out_dir`` with their canonical names."""
+    from vllm_medic.redact import redact_text
+
+    written = []
+    for name, text in raw.items():
+        p = out_dir / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(redact_text(text), "utf-8")
+        written.append(p)
+    return written

@@ -1,0 +1,573 @@
+"""Health rules: small pure functions from the health facts (``Snapshot.extra["health"]``) to findings.
+
+Each rule has a stable id (HLT-…), reads only the facts, and when a source could not be read says
+what could not be checked and how to check it by hand, instead of passing silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from vllm_medic.health import fabric as fabric_mod
+from vllm_medic.health.xid import DOCS_URL as XID_DOCS
+from vllm_medic.health.xid import XidEvent, group_events
+from vllm_medic.model import Category, Finding, Severity
+from vllm_medic.snapshot import Snapshot
+
+GIB = 1024**3
+MIB = 1024**2
+
+#: Docker's default /dev/shm without --ipc=host or --shm-size.
+DOCKER_DEFAULT_SHM = 64 * MIB
+#: Below this, NCCL's SHM transport and vLLM's shared-memory message queue run out with several GPUs.
+SHM_MIN_MULTI_GPU = 1 * GIB
+#: RDMA memory registration needs far more than the usual 64 KiB/8 MiB default; NCCL asks for unlimited.
+MEMLOCK_MIN_RDMA = 1 * GIB
+NOFILE_MIN = 65535
+#: Resident CPU memory per vLLM worker process besides swap/offload (python, CUDA context, pinned buffers).
+WORKER_BASELINE_BYTES = 4 * GIB
+#: vLLM's historical --swap-space default, in GiB per GPU worker.
+DEFAULT_SWAP_SPACE_GIB = 4.0
+
+DOCS_FM = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
+DOCS_IMEX = "https://docs.nvidia.com/multi-node-nvlink-systems/imex-guide/overview.html"
+DOCS_DOCKER_SHM = "https://docs.docker.com/reference/cli/docker/container/run/#ipc"
+DOCS_NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
+DOCS_CUDA_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/"
+
+Rule = Callable[[Snapshot, dict[str, Any]], list[Finding]]
+
+
+def health_facts(snap: Snapshot) -> dict[str, Any]:
+    h = snap.extra.get("health") if isinstance(snap.extra, dict) else None
+    return h if isinstance(h, dict) else {}
+
+
+def _gib(n: int | float | None) -> str:
+    if n is None:
+        return "unlimited"
+    if n < GIB:
+        return f"{n / MIB:.0f} MiB"
+    return f"{n / GIB:.1f} GiB"
+
+
+def _world_size(snap: Snapshot) -> int | None:
+    args = snap.launch.args or {}
+    tp = args.get("tensor_parallel_size") or 1
+    pp = args.get("pipeline_parallel_size") or 1
+    try:
+        size = int(tp) * int(pp)
+    except (TypeError, ValueError):
+        return None
+    if args.get("tensor_parallel_size") is None and args.get("pipeline_parallel_size") is None:
+        return len(snap.gpus) or None
+    return size
+
+
+def _env(snap: Snapshot, health: dict[str, Any]) -> dict[str, str]:
+    env = dict(snap.env or {})
+    env.update(snap.launch.env or {})
+    env.update(health.get("env") or {})
+    return env
+
+
+# ---------------------------------------------------------------- GPU faults (Xid)
+
+
+def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
+    xid = health.get("xid")
+    if not isinstance(xid, dict):
+        return []
+    if not xid.get("readable"):
+        tried = [f"{a.get('source')}: {a.get('kind')} - {a.get('message', '')}" for a in xid.get("attempts", [])]
+        return [
+            Finding(
+                "HLT-XID000",
+                Severity.INFO,
+                Category.DRIVER_CUDA,
+                "Kernel log not readable: GPU faults (Xid) could not be checked",
+                tried or ["no kernel log source was given"],
+                [xid.get("how_to_check") or "Read the host's kernel log as root and grep for `NVRM: Xid`."],
+                [XID_DOCS],
+            )
+        ]
+    events = [XidEvent(**e) for e in xid.get("events", [])]
+    if not events:
+        return [
+            Finding(
+                "HLT-XID000",
+                Severity.PASS,
+                Category.DRIVER_CUDA,
+                "No NVIDIA Xid events in the kernel log",
+                [f"{xid.get('source')}: {xid.get('lines', '?')} lines scanned, no `NVRM: Xid` / fallen-off-the-bus line"],
+            )
+        ]
+    out: list[Finding] = []
+    for g in group_events(events):
+        info = g.info
+        sev = Severity(info.severity) if info else Severity.WARN
+        name = f"{info.description} ({info.mnemonic})" if info else "not in this tool's Xid catalogue"
+        cat = Category.NCCL_NETWORK if info and info.category == "nvlink" else Category.DRIVER_CUDA
+        where = f"{xid.get('source')} line {g.first.line_no}"
+        ev = [f"{where}: {g.first.line}"]
+        if g.count > 1:
+            ev.append(f"{g.count} events on GPU {g.pci}; last at line {g.last.line_no}: {g.last.line}")
+        if g.processes:
+            ev.append(f"processes: {', '.join(g.processes[:6])}")
+        if info:
+            ev.append(f"NVIDIA resolution: immediate {info.nvidia_immediate or '-'}, investigatory {info.nvidia_investigatory or '-'}")
+        fix = [info.action] if info else [f"Look Xid {g.xid} up in NVIDIA's catalogue and follow its resolution bucket."]
+        if info and info.explains_cuda_error:
+            fix.append("A hardware/driver fault explains a `CUDA error` or NCCL `unhandled cuda error` in vLLM's log "
+                       "at the same time: deal with this GPU before any software theory.")
+        out.append(
+            Finding(
+                f"HLT-XID{g.xid:03d}",
+                sev,
+                cat,
+                f"Xid {g.xid} on GPU {g.pci}: {name}",
+                ev,
+                fix,
+                [XID_DOCS],
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- fabric
+
+
+def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
+    fab = health.get("fabric")
+    if not isinstance(fab, dict):
+        return []
+    smi = fab.get("nvidia_smi_q") or {}
+    gpus = smi.get("gpus") or []
+    kind = fabric_mod.system_kind(gpus)
+    fm = fab.get("fabric_manager") or {}
+    out: list[Finding] = []
+    if not gpus:
+        out.append(
+            Finding(
+                "HLT-FAB000",
+                Severity.INFO,
+                Category.DRIVER_CUDA,
+                "Fabric state not checked: no `nvidia-smi -q` output",
+                [fab.get("nvidia_smi_q_error") or "nvidia-smi -q was not captured"],
+                ["Run `nvidia-smi -q | grep -A 4 Fabric` on the host: every GPU of an NVSwitch/NVL system must show "
+                 "State Completed / Status Success."],
+                [DOCS_FM],
+            )
+        )
+        return out
+    bad = [g for g in gpus if g.get("fabric_state") not in (None, "N/A", "Not Supported")
+           and not (g.get("fabric_state") == "Completed" and g.get("fabric_status") in ("Success", None))]
+    fm_state = fm.get("state", "unknown")
+    mismatch = fm.get("fm_version_mismatch")
+    if bad:
+        ev = [f"GPU {g['bus_id']} ({g.get('product') or '?'}): Fabric State {g.get('fabric_state')}, Status {g.get('fabric_status')}"
+              for g in bad[:8]]
+        ev.append(f"nvidia-fabricmanager: {fm_state}" + (f" ({fm.get('detail')})" if fm.get("detail") else ""))
+        if mismatch:
+            ev.append(mismatch["line"])
+        out.append(
+            Finding(
+                "HLT-FAB001",
+                Severity.FAIL,
+                Category.DRIVER_CUDA,
+                "GPUs are not registered with the NVLink fabric: CUDA init fails with error 802 'system not yet initialized'",
+                ev,
+                [
+                    "Start Fabric Manager and make it start at boot: `systemctl enable --now nvidia-fabricmanager`; "
+                    "its version must equal the driver's exactly.",
+                    "On HGX/DGX B200/B300 (NVLink 5) install and run NVLSM with it (nvidia-fabricmanager-start.sh).",
+                    "Re-check with `nvidia-smi -q | grep -A 3 Fabric` (State Completed, Status Success) before starting vLLM.",
+                ],
+                [DOCS_FM],
+            )
+        )
+    if mismatch:
+        out.append(
+            Finding(
+                "HLT-FAB002",
+                Severity.FAIL,
+                Category.DRIVER_CUDA,
+                f"Fabric Manager {mismatch['fabric_manager']} does not match driver {mismatch['driver']}",
+                [mismatch["line"], f"nvidia-fabricmanager: {fm_state}"],
+                [f"Install nvidia-fabricmanager of exactly the driver's version ({mismatch['driver']}) and hold both "
+                 "packages together (`apt-mark hold`), then `systemctl restart nvidia-fabricmanager`."],
+                [DOCS_FM],
+            )
+        )
+    if kind == "nvswitch":
+        if fm_state in ("no_systemd", "unknown") and not bad:
+            out.append(
+                Finding(
+                    "HLT-FAB003",
+                    Severity.INFO,
+                    Category.DRIVER_CUDA,
+                    "Fabric Manager service state could not be checked",
+                    [fm.get("detail") or "no `systemctl` answer (not captured, or no systemd here - e.g. inside a container)"],
+                    ["On the host: `systemctl is-active nvidia-fabricmanager` must print `active`."],
+                    [DOCS_FM],
+                )
+            )
+        elif fm_state in ("inactive", "failed", "not_found") and not bad:
+            out.append(
+                Finding(
+                    "HLT-FAB003",
+                    Severity.WARN,
+                    Category.DRIVER_CUDA,
+                    f"Fabric Manager is {fm_state} on an NVSwitch system",
+                    [f"nvidia-fabricmanager: {fm_state} ({fm.get('detail')})",
+                     f"{len(gpus)} GPU(s): {gpus[0].get('product')}; fabric state {gpus[0].get('fabric_state')}"],
+                    ["The fabric stays registered until the next reboot or GPU reset; enable the service "
+                     "(`systemctl enable --now nvidia-fabricmanager`) so it survives one."],
+                    [DOCS_FM],
+                )
+            )
+    if kind == "nvl" and fabric_mod.is_multi_node_nvlink(gpus):
+        out.extend(_rule_imex(snap, health, fab, gpus))
+    if not out:
+        states = sorted({f"{g.get('fabric_state')}/{g.get('fabric_status')}" for g in gpus})
+        out.append(
+            Finding(
+                "HLT-FAB000",
+                Severity.PASS,
+                Category.DRIVER_CUDA,
+                "NVLink fabric state is fine" if kind in ("nvswitch", "nvl") else "No NVSwitch fabric to check",
+                [f"{len(gpus)} GPU(s) ({gpus[0].get('product')}), system kind {kind}; fabric {', '.join(states)}; "
+                 f"fabric manager {fm_state}"],
+            )
+        )
+    return out
+
+
+def _rule_imex(snap: Snapshot, health: dict[str, Any], fab: dict[str, Any], gpus: list[dict[str, Any]]) -> list[Finding]:
+    out: list[Finding] = []
+    imex = fab.get("imex") or {}
+    state = imex.get("state", "unknown")
+    clusters = sorted({g.get("cluster_uuid") for g in gpus if g.get("cluster_uuid")})
+    cliques = sorted({str(g.get("clique_id")) for g in gpus if g.get("clique_id") is not None})
+    base_ev = [f"ClusterUUID {', '.join(clusters)}; CliqueId {', '.join(cliques)}"]
+    if state not in ("active",):
+        sev = Severity.INFO if state in ("unknown", "no_systemd") else Severity.FAIL
+        out.append(
+            Finding(
+                "HLT-FAB004",
+                sev,
+                Category.NCCL_NETWORK,
+                "IMEX service not active on a multi-node NVLink system" if sev is Severity.FAIL
+                else "IMEX service state could not be checked",
+                base_ev + [f"nvidia-imex: {state}" + (f" ({imex.get('detail')})" if imex.get("detail") else ""),
+                           f"/etc/nvidia-imex/nodes_config.cfg: {fab.get('imex_nodes_config', 'not checked')}"],
+                ["List every node's IP in /etc/nvidia-imex/nodes_config.cfg (same file on all nodes), then "
+                 "`systemctl enable --now nvidia-imex` and check `nvidia-imex-ctl -N`."],
+                [DOCS_IMEX],
+            )
+        )
+    channels = fab.get("imex_channels")
+    if channels is not None and not channels:
+        out.append(
+            Finding(
+                "HLT-FAB005",
+                Severity.FAIL,
+                Category.NCCL_NETWORK,
+                "No IMEX channel device: cross-node NVLink memory cannot be imported",
+                base_ev + ["/dev/nvidia-caps-imex-channels/ has no channel0"],
+                ["Create the channel on the host (`nvidia-modprobe -i 0:1` or the driver's NVreg_CreateImexChannel0=1) "
+                 "and pass `/dev/nvidia-caps-imex-channels` into the container."],
+                [DOCS_IMEX],
+            )
+        )
+    env = _env(snap, health)
+    wanted = {"NCCL_MNNVL_ENABLE": "1", "NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "1"}
+    missing = [f"{k}={env.get(k, '<unset>')}" for k, v in wanted.items() if env.get(k) != v]
+    if missing:
+        out.append(
+            Finding(
+                "HLT-FAB006",
+                Severity.WARN,
+                Category.NCCL_NETWORK,
+                "MNNVL system without the NCCL settings the recipe recommends",
+                base_ev + [", ".join(missing)],
+                ["Add `NCCL_MNNVL_ENABLE=1 NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=1` to the launch environment "
+                 "(K3 recipe, GB200/GB300 NVL)."],
+                ["https://github.com/vllm-project/recipes"],
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- container limits
+
+
+def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
+    lim = health.get("limits")
+    if not isinstance(lim, dict):
+        return []
+    out: list[Finding] = []
+    world = _world_size(snap)
+    multi = world is None or world > 1
+    shm = (lim.get("shm") or {}).get("size_bytes")
+    if "shm" in lim and shm is None:
+        out.append(Finding("HLT-LIM001", Severity.INFO, Category.NCCL_NETWORK, "/dev/shm size could not be read",
+                           [str(lim["shm"].get("error") or lim["shm"].get("unparsed") or "no value")],
+                           ["Inside the container: `df -h /dev/shm`."], [DOCS_DOCKER_SHM]))
+    elif shm is not None and shm < SHM_MIN_MULTI_GPU:
+        default = " (Docker's default without --ipc=host or --shm-size)" if shm <= DOCKER_DEFAULT_SHM else ""
+        out.append(
+            Finding(
+                "HLT-LIM001",
+                Severity.FAIL if multi else Severity.WARN,
+                Category.NCCL_NETWORK,
+                f"/dev/shm is only {_gib(shm)}{default}",
+                [f"/dev/shm size {_gib(shm)}; world size {world if world else 'unknown'}",
+                 "symptoms: NCCL `Error while creating shared memory segment` / `posix_fallocate failed`, "
+                 "`Bus error (core dumped)` in workers"],
+                ["Run the container with `--ipc=host` (what vLLM's docs use) or `--shm-size=16g`; on Kubernetes mount an "
+                 "`emptyDir: {medium: Memory}` at /dev/shm."],
+                [DOCS_DOCKER_SHM],
+            )
+        )
+    elif shm is not None:
+        out.append(Finding("HLT-LIM001", Severity.PASS, Category.NCCL_NETWORK, f"/dev/shm is {_gib(shm)}", [f"/dev/shm {_gib(shm)}"]))
+    ul = lim.get("ulimit") or {}
+    rdma = bool(snap.rdma) or bool(health.get("rdma_present"))
+    if "memlock_bytes" in ul:
+        ml = ul["memlock_bytes"]
+        if ml is not None and ml < MEMLOCK_MIN_RDMA:
+            out.append(
+                Finding(
+                    "HLT-LIM002",
+                    Severity.FAIL if rdma else Severity.INFO,
+                    Category.NCCL_NETWORK,
+                    f"Locked-memory limit (ulimit -l) is {_gib(ml)}" + (" on a host with RDMA devices" if rdma else ""),
+                    [f"ulimit -l = {ml // 1024} KiB", f"RDMA devices: {', '.join(p.ib_dev for p in snap.rdma) or ('present' if rdma else 'none seen')}",
+                     "symptom: NCCL WARN `Call to ibv_reg_mr failed with error Cannot allocate memory`"],
+                    ["Run the container with `--ulimit memlock=-1` (and `--cap-add IPC_LOCK`); on bare metal set "
+                     "`* - memlock unlimited` in /etc/security/limits.conf or LimitMEMLOCK=infinity in the unit."],
+                    [DOCS_NCCL_TROUBLE],
+                )
+            )
+        else:
+            out.append(Finding("HLT-LIM002", Severity.PASS, Category.NCCL_NETWORK, f"Locked-memory limit is {_gib(ml)}",
+                               [f"ulimit -l = {'unlimited' if ml is None else ml // 1024}"]))
+    if "nofile" in ul:
+        nf = ul["nofile"]
+        hard = ul.get("nofile_hard", nf)
+        best = hard if hard is None or (nf is not None and hard > nf) else nf
+        if best is not None and best < NOFILE_MIN:
+            out.append(
+                Finding(
+                    "HLT-LIM003",
+                    Severity.WARN,
+                    Category.OTHER,
+                    f"Open-files limit (ulimit -n) is {best}",
+                    [f"ulimit -n soft {nf}, hard {hard}"],
+                    ["Raise it to at least 65535 (`--ulimit nofile=1048576:1048576`): the API server needs a descriptor "
+                     "per connection and NCCL/ZMQ open many sockets per rank."],
+                )
+            )
+    cg = lim.get("cgroup_memory") or {}
+    if cg.get("limit_bytes") is not None:
+        need, parts = cpu_memory_need(snap)
+        limit = cg["limit_bytes"]
+        if limit < need:
+            out.append(
+                Finding(
+                    "HLT-LIM004",
+                    Severity.FAIL,
+                    Category.OOM_STARTUP,
+                    f"Container memory limit {_gib(limit)} is below the CPU memory vLLM needs (~{_gib(need)})",
+                    [f"cgroup memory limit {_gib(limit)}", "estimate: " + "; ".join(parts),
+                     "symptom: workers SIGKILLed by the OOM killer during weight loading (exit code -9 / 137)"],
+                    ["Raise the container/pod memory limit (or remove it), or lower --swap-space / --cpu-offload-gb / "
+                     "VLLM_CPU_KVCACHE_SPACE; check `dmesg | grep -i 'killed process'` for OOM kills."],
+                )
+            )
+        else:
+            out.append(Finding("HLT-LIM004", Severity.PASS, Category.OOM_STARTUP,
+                               f"Container memory limit {_gib(limit)} covers the estimated need (~{_gib(need)})",
+                               ["estimate: " + "; ".join(parts)]))
+    return out
+
+
+def cpu_memory_need(snap: Snapshot) -> tuple[int, list[str]]:
+    """Estimated CPU memory for one node's vLLM: per-worker baseline + swap space + CPU offload + CPU KV cache."""
+    args = snap.launch.args or {}
+    workers = _world_size(snap) or 1
+    swap = args.get("swap_space")
+    try:
+        swap_gib = float(swap) if swap is not None else DEFAULT_SWAP_SPACE_GIB
+    except (TypeError, ValueError):
+        swap_gib = DEFAULT_SWAP_SPACE_GIB
+    try:
+        offload_gib = float(args.get("cpu_offload_gb") or 0)
+    except (TypeError, ValueError):
+        offload_gib = 0.0
+    env = _env(snap, {})
+    try:
+        kv_gib = float(env.get("VLLM_CPU_KVCACHE_SPACE") or 0)
+    except ValueError:
+        kv_gib = 0.0
+    parts = [
+        f"{workers} worker(s) x {_gib(WORKER_BASELINE_BYTES)} baseline",
+        f"swap space {swap_gib:g} GiB x {workers}" + ("" if swap is not None else " (vLLM default)"),
+    ]
+    total = workers * WORKER_BASELINE_BYTES + int(swap_gib * GIB) * workers
+    if offload_gib:
+        parts.append(f"cpu offload {offload_gib:g} GiB x {workers}")
+        total += int(offload_gib * GIB) * workers
+    if kv_gib:
+        parts.append(f"VLLM_CPU_KVCACHE_SPACE {kv_gib:g} GiB")
+        total += int(kv_gib * GIB)
+    return total, parts
+
+
+# ---------------------------------------------------------------- inside the image
+
+
+def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
+    img = health.get("in_image")
+    if not isinstance(img, dict):
+        return []
+    from vllm_medic.recipes.cuda import family_floor, native_requirement
+    from vllm_medic.recipes.versions import version_lt
+
+    out: list[Finding] = []
+    name = img.get("image") or snap.image.tag or "the image"
+    smi = img.get("nvidia_smi") or {}
+    err = smi.get("error")
+    host_driver = snap.driver.version or (health.get("host_gpu") or {}).get("driver_version")
+    if smi and not smi.get("ok"):
+        kind = (err or {}).get("kind", "unknown")
+        fixes = {
+            "cuda_requirement": [f"The image needs CUDA >= {(err or {}).get('required_cuda')}: upgrade the host driver "
+                                 "(CUDA 13 images need r580+), or use an image built for the installed driver's CUDA."],
+            "no_gpu_runtime": ["Install/configure the NVIDIA Container Toolkit (`nvidia-ctk runtime configure --runtime=docker`, "
+                               "restart dockerd), then re-run `docker run --rm --gpus all --entrypoint nvidia-smi IMAGE`."],
+            "no_nvidia_runtime": ["Install the NVIDIA Container Toolkit and register the runtime with Docker."],
+            "driver_not_loaded": ["Load the NVIDIA driver on the host (`nvidia-smi` must work there first)."],
+            "image_missing": ["The tag does not exist or cannot be pulled: check the exact tag/digest (never rename another "
+                              "CUDA tag) and `docker login` for private registries."],
+            "daemon_unreachable": ["Start dockerd or point DOCKER_HOST at it; the in-image checks need a Docker engine."],
+        }.get(kind, ["Run `docker run --rm --gpus all --entrypoint nvidia-smi IMAGE` by hand and read its error."])
+        out.append(
+            Finding(
+                "HLT-IMG001",
+                Severity.FAIL,
+                Category.DRIVER_CUDA if kind != "image_missing" else Category.IMAGE_DEPENDENCY,
+                f"The container cannot see the GPUs: `nvidia-smi` failed inside {name}",
+                [f"{(img.get('probes') or {}).get('nvidia-smi', {}).get('status', 'docker run … nvidia-smi')}",
+                 f"{kind}: {(err or {}).get('line', '')}"] + ([f"host driver {host_driver}"] if host_driver else []),
+                fixes,
+                [DOCS_CUDA_COMPAT],
+            )
+        )
+    versions = img.get("versions") or {}
+    image_cuda = versions.get("torch_cuda") or snap.image.cuda_version
+    driver_in_container = smi.get("driver_version") or host_driver
+    if image_cuda and driver_in_container:
+        floor = family_floor(image_cuda)
+        native = native_requirement(image_cuda)
+        ev = [f"in-image CUDA {image_cuda} (torch.version.cuda)", f"driver {driver_in_container} "
+              f"(max CUDA {smi.get('cuda_version') or '?'})"]
+        if floor and version_lt(driver_in_container, floor.min_driver):
+            out.append(
+                Finding(
+                    "HLT-IMG002",
+                    Severity.FAIL,
+                    Category.DRIVER_CUDA,
+                    f"Host driver {driver_in_container} is too old for the image's CUDA {image_cuda}",
+                    ev + [f"CUDA {floor.cuda} needs driver >= {floor.min_driver} ({floor.source})"],
+                    [f"Upgrade the host driver to >= {native.min_driver if native else floor.min_driver} "
+                     "(installing a CUDA toolkit does not upgrade the driver), then re-run nvidia-smi inside the container.",
+                     "Or use an image built for the driver's CUDA and record torch/CUDA/vLLM versions."],
+                    [DOCS_CUDA_COMPAT],
+                )
+            )
+        elif native and version_lt(driver_in_container, native.min_driver):
+            out.append(
+                Finding(
+                    "HLT-IMG002",
+                    Severity.WARN,
+                    Category.DRIVER_CUDA,
+                    f"Driver {driver_in_container} runs CUDA {image_cuda} only through minor-version compatibility",
+                    ev + [f"CUDA {native.cuda} native minimum {native.min_driver} ({native.release})"],
+                    ["Works for most kernels; PTX JIT and some new APIs fail. Upgrade the driver to "
+                     f">= {native.min_driver} for a supported combination."],
+                    [DOCS_CUDA_COMPAT],
+                )
+            )
+        else:
+            out.append(Finding("HLT-IMG002", Severity.PASS, Category.DRIVER_CUDA,
+                               f"Driver {driver_in_container} supports the image's CUDA {image_cuda}", ev))
+    host_count = len(snap.gpus) or (health.get("host_gpu") or {}).get("gpu_count")
+    seen = smi.get("gpu_count") if smi.get("ok") else None
+    if host_count and seen is not None:
+        if seen < host_count:
+            out.append(
+                Finding(
+                    "HLT-IMG003",
+                    Severity.FAIL,
+                    Category.OOM_STARTUP,
+                    f"The container sees {seen} of the host's {host_count} GPUs",
+                    [f"host: {host_count} GPU(s); `docker run --gpus all … nvidia-smi`: {seen}"],
+                    ["Check CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES and the --gpus/device request; a GPU missing "
+                     "from the host's view too points at Xid 79 / hardware (see the Xid findings)."],
+                )
+            )
+        else:
+            out.append(Finding("HLT-IMG003", Severity.PASS, Category.OOM_STARTUP,
+                               f"The container sees all {seen} GPUs", [f"host {host_count}, container {seen}"]))
+    fams = img.get("cuda_userspace") or {}
+    if len([f for f in fams if f in ("12", "13")]) > 1:
+        out.append(
+            Finding(
+                "HLT-IMG004",
+                Severity.FAIL,
+                Category.IMAGE_DEPENDENCY,
+                "The image mixes CUDA 12.x and 13.x user-space libraries",
+                [f"CUDA {fam}: {', '.join(pkgs[:5])}{' …' if len(pkgs) > 5 else ''}" for fam, pkgs in sorted(fams.items())],
+                ["Rebuild from one CUDA line (the K3 image is CUDA 13 only): remove the other family's nvidia-*-cuXX "
+                 "wheels, reinstall torch/vLLM/FlashInfer from the same index, and re-run the whole launch - "
+                 "`import vllm` working proves nothing."],
+            )
+        )
+    if versions:
+        host = health.get("host_gpu") or {}
+        rows = [
+            f"vLLM {versions.get('vllm', '?')}; torch {versions.get('torch', '?')} (CUDA {versions.get('torch_cuda', '?')}); "
+            f"NCCL {versions.get('nccl') or versions.get('nvidia-nccl-cu13') or versions.get('nvidia-nccl-cu12') or '?'}; "
+            f"FlashInfer {versions.get('flashinfer-python') or versions.get('flashinfer') or '-'}",
+            f"host: driver {host_driver or '?'}, max CUDA {snap.driver.cuda_version or host.get('cuda_version') or '?'}, "
+            f"{host_count or '?'} GPU(s); host vLLM {snap.vllm.version or '-'}",
+        ]
+        if versions.get("torch_error"):
+            rows.append(f"torch import failed in the image: {versions['torch_error']}")
+        out.append(Finding("HLT-IMG005", Severity.INFO, Category.IMAGE_DEPENDENCY, f"Versions inside {name}", rows))
+    elif img.get("versions_error"):
+        e = img["versions_error"]
+        out.append(Finding("HLT-IMG005", Severity.WARN, Category.IMAGE_DEPENDENCY,
+                           f"Could not read the versions inside {name}", [f"{e.get('kind')}: {e.get('line')}"],
+                           ["Run `docker run --rm --entrypoint python3 IMAGE -c 'import vllm, torch; print(vllm.__version__, "
+                            "torch.__version__, torch.version.cuda)'` by hand."]))
+    return out
+
+
+HEALTH_RULES: list[tuple[str, Rule]] = [
+    ("HLT-XID", rule_xid),
+    ("HLT-FAB", rule_fabric),
+    ("HLT-LIM", rule_limits),
+    ("HLT-IMG", rule_in_image),
+]
+
+
+def run_health_rules(snap: Snapshot) -> list[Finding]:
+    health = health_facts(snap)
+    out: list[Finding] = []
+    for _prefix, rule in HEALTH_RULES:
+        out.extend(rule(snap, health))
+    return out
