@@ -40,7 +40,8 @@ class Rule:
     fix: tuple[str, ...]
     docs: tuple[str, ...]
     func: RuleFunc = field(compare=False, repr=False)
-    order: int = 0  # registration order, the tie-break inside a category
+    order: int = 0
+    by_hand: str = ""  # how to check by hand when the rule cannot decide (the default fix of an info)  # registration order, the tie-break inside a category
 
     def finding(
         self,
@@ -51,16 +52,23 @@ class Rule:
         category: Category | str | None = None,
         docs: list[str] | None = None,
     ) -> Finding:
-        """A finding of this rule; the fix defaults to the catalogue's fix steps."""
+        """A finding of this rule. Default fix: warn/fail the catalogue's steps, info the by-hand check."""
         return Finding(
             id=self.id,
             severity=Severity(severity),
             category=Category(category or self.category),
             title=title,
             evidence=[str(e) for e in evidence],
-            fix=list(self.fix) if fix is None else list(fix),
+            fix=self._default_fix(Severity(severity)) if fix is None else list(fix),
             docs=list(self.docs) if docs is None else list(docs),
         )
+
+    def _default_fix(self, severity: Severity) -> list[str]:
+        if severity in (Severity.WARN, Severity.FAIL):
+            return list(self.fix)
+        if severity is Severity.INFO and self.by_hand:
+            return [f"Check by hand: {self.by_hand}"]
+        return []
 
     def catalogue_entry(self) -> dict[str, Any]:
         return {
@@ -70,6 +78,7 @@ class Rule:
             "why": self.why,
             "fix": list(self.fix),
             "docs": list(self.docs),
+            "by_hand": self.by_hand,
         }
 
 
@@ -83,6 +92,7 @@ def rule(
     why: str,
     fix: list[str] | tuple[str, ...],
     docs: list[str] | tuple[str, ...] = (),
+    by_hand: str = "",
 ) -> Callable[[Callable[..., list[Finding]]], Callable[..., list[Finding]]]:
     """Register ``func(facts, recipe, rule)``; the catalogue stores it as a ``(facts, recipe)`` rule.
 
@@ -98,7 +108,7 @@ def rule(
         def bound(facts: Facts, recipe: Recipe) -> list[Finding]:
             return func(facts, recipe, holder[0])
 
-        r = Rule(id, Category(category), title, why, tuple(fix), tuple(docs), bound, order=len(RULES))
+        r = Rule(id, Category(category), title, why, tuple(fix), tuple(docs), bound, len(RULES), by_hand)
         holder.append(r)
         RULES.append(r)
         return func

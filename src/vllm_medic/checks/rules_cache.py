@@ -40,6 +40,7 @@ def config_is_hybrid(cfg: dict[str, Any] | None) -> tuple[bool | None, str]:
     "Kimi-Linear, Qwen3-Next...): without the flag no prefix is reused and every agent turn recomputes.",
     ["Add --enable-prefix-caching to the launch command.", "Verify after start with `vllm-medic cache`."],
     ["https://docs.vllm.ai/en/latest/features/automatic_prefix_caching.html"],
+    by_hand="grep the command line for --enable-prefix-caching; after start, `vllm-medic cache`",
 )
 def prefix_caching_explicit(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     hybrid_cfg, cfg_ev = config_is_hybrid(facts.model_config)

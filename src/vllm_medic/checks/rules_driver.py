@@ -39,6 +39,7 @@ def _driver_version(facts: Facts) -> tuple[str | None, str]:
         "If nvidia-smi hangs: `sudo dmesg -T | grep -i xid`; drain the node and reset the GPU or reboot.",
     ],
     ["https://docs.nvidia.com/deploy/xid-errors/index.html"],
+    by_hand="`nvidia-smi; echo $?` on the node",
 )
 def driver_answers(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     d = facts.snapshot.driver
@@ -156,6 +157,7 @@ def _image_cuda(facts: Facts, recipe: Recipe) -> tuple[str | None, str]:
         "Or use an image built for a CUDA the driver already supports (nvidia-smi 'CUDA Version').",
     ],
     [RELEASE_NOTES, CUDA_COMPAT_DOCS],
+    by_hand="compare `nvidia-smi` 'Driver Version' with NVIDIA's CUDA->driver table for the image's CUDA_VERSION (`docker image inspect IMAGE | grep CUDA_VERSION`)",
 )
 def driver_vs_cuda(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     drv, drv_ev = _driver_version(facts)
@@ -248,6 +250,7 @@ def _toolkit_version(facts: Facts) -> tuple[str | None, str]:
         "Upgrade the driver if the runtime you need is newer than that limit.",
     ],
     [CUDA_COMPAT_DOCS],
+    by_hand="`nvcc --version` vs `nvidia-smi` 'CUDA Version'",
 )
 def toolkit_not_driver(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     tk, tk_ev = _toolkit_version(facts)
@@ -286,6 +289,7 @@ def _lib_name(spec: str) -> str:
         "Or remove the minority major: `pip list | grep -E 'nvidia-.*-cu1[23]'` and uninstall the strays.",
     ],
     ["https://docs.vllm.ai/en/latest/getting_started/installation/gpu.html"],
+    by_hand="`pip list 2>/dev/null | grep -E 'nvidia-.*-cu1[23]'` in the serving environment",
 )
 def mixed_cuda_wheels(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     us = {k: v for k, v in facts.snapshot.python.cuda_userspace.items() if v}
@@ -326,6 +330,7 @@ def mixed_cuda_wheels(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         "Or install the torch/vLLM build for the driver's CUDA (e.g. the cu129 wheels on an r575 driver).",
     ],
     ["https://pytorch.org/get-started/locally/"],
+    by_hand="`python -c 'import torch; print(torch.version.cuda)'` vs `nvidia-smi` 'CUDA Version'",
 )
 def torch_vs_driver(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     t = facts.snapshot.python.torch

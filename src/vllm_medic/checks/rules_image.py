@@ -39,6 +39,7 @@ def _split_tag(image: str) -> tuple[str, str]:
     "is an untested combination of vLLM, CUDA and kernels.",
     ["Use the recipe's image tag (see `vllm-medic recipes`).", "Pin it by digest once it works."],
     [DOCKER_DOCS],
+    by_hand="`docker inspect --format '{{.Config.Image}}' CONTAINER` and compare with `vllm-medic recipes`",
 )
 def image_tag(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     image, ev = _image(facts)
@@ -96,6 +97,7 @@ def image_tag(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         "Record the exact tag in the deployment; treat latest/nightly as an experiment.",
     ],
     [DOCKER_DOCS],
+    by_hand="`docker images --digests` and `vllm --version` inside the image",
 )
 def unverified_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     image, ev = _image(facts)
@@ -140,6 +142,7 @@ def unverified_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     "not supported' or load the model wrong.",
     ["Use the recipe's image, or upgrade vLLM to at least the floor.", "Confirm with `vllm --version`."],
     ["https://github.com/vllm-project/vllm/releases"],
+    by_hand="`docker run --rm IMAGE vllm --version`",
 )
 def vllm_floor(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     v = facts.snapshot.vllm
@@ -202,6 +205,7 @@ _HYBRID_ARCH_HINTS = ("mamba", "linear", "hybrid", "jamba", "zamba", "nemotronh"
         "Check by hand: `python -c 'from vllm import ModelRegistry; print(ModelRegistry.get_supported_archs())'`.",
     ],
     ["https://docs.vllm.ai/en/latest/models/supported_models.html"],
+    by_hand="`python -c 'from vllm import ModelRegistry; print(ModelRegistry.get_supported_archs())'` inside the image",
 )
 def architecture_known(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     cfg = facts.model_config
@@ -260,6 +264,7 @@ def architecture_known(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         "Or rebuild the image from one CUDA index.",
     ],
     [DOCKER_DOCS],
+    by_hand="`python -c 'import torch; print(torch.version.cuda)'` and `echo $CUDA_VERSION` inside the image",
 )
 def torch_vs_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     t = facts.snapshot.python.torch
@@ -291,6 +296,7 @@ def torch_vs_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     "Some models ship their own code or config handling; without the flag (e.g. --trust-remote-code) the "
     "config or tokenizer cannot be loaded.",
     ["Add the missing flags to the launch command (see the recipe's base_args)."],
+    by_hand="read the server's command line (`ps -o args= -C vllm` or `docker inspect`)",
 )
 def required_flags(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     flags = [f for f in recipe.required_flags if f.category != "prefix_cache"]

@@ -32,6 +32,7 @@ def _gpu_summary(facts: Facts) -> str:
         "Or pick a smaller variant/quantization of the model.",
     ],
     [PARALLEL_DOCS],
+    by_hand="`nvidia-smi -L | wc -l` on every node",
 )
 def gpu_baseline(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     hw = facts.hardware()
@@ -100,6 +101,7 @@ def gpu_baseline(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         "Or use a smaller quantization.",
     ],
     [PARALLEL_DOCS],
+    by_hand="`nvidia-smi --query-gpu=memory.total --format=csv` x nodes vs the recipe's weight size",
 )
 def weights_fit(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if recipe.weights is None:
@@ -169,6 +171,7 @@ def _visible_count(facts: Facts, host: int) -> tuple[int, list[str]]:
         "Spread across nodes explicitly: --nnodes/--node-rank/--master-addr (or -dp/-dpl for DP).",
     ],
     [PARALLEL_DOCS],
+    by_hand="TP x PP x DP from the command line vs `nvidia-smi -L | wc -l` per node",
 )
 def layout_fits(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if not facts.launch_known:
@@ -239,6 +242,7 @@ def layout_fits(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         "Or lower --gpu-memory-utilization to fit the free memory.",
     ],
     ["https://docs.vllm.ai/en/latest/configuration/conserving_memory.html"],
+    by_hand="`nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv`",
 )
 def gpu_memory_held(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     gpus = facts.snapshot.gpus
@@ -295,6 +299,7 @@ def gpu_memory_held(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         "Unset or widen CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES for the server.",
     ],
     ["https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/docker-specialized.html"],
+    by_hand="`nvidia-smi -L` on the host and inside the container; `echo $CUDA_VISIBLE_DEVICES`",
 )
 def container_sees_fewer(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     seen = facts.gpus_per_node()

@@ -30,6 +30,7 @@ def _multi_node(facts: Facts) -> tuple[bool | None, str]:
         "Over multi-node NVLink (GB200/GB300 NVL): --all2all-backend flashinfer_nvlink_one_sided.",
     ],
     [EP_DOCS],
+    by_hand="`ibdev2netdev` and `nvidia-smi topo -m` vs --all2all-backend",
 )
 def all2all_vs_interconnect(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if not facts.launch_known:
@@ -87,6 +88,7 @@ def all2all_vs_interconnect(facts: Facts, recipe: Recipe, r: Rule) -> list[Findi
         "On RDMA-linked nodes drop it (leave --moe-backend unset) and use --all2all-backend deepep_v2.",
     ],
     [EP_DOCS],
+    by_hand="grep the command line for deep_gemm_mega_moe and check the nodes' fabric (`ibdev2netdev`)",
 )
 def mega_moe_placement(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     a2a, moe = facts.arg("all2all_backend"), facts.arg("moe_backend")
@@ -142,6 +144,7 @@ def _rdma_in_use(facts: Facts) -> tuple[bool, list[str]]:
     "goes over TCP.",
     ['Set UCX_TLS="rc,cuda_copy" in the server environment on every node.'],
     ["https://openucx.readthedocs.io/en/master/faq.html"],
+    by_hand="`echo $UCX_TLS` in the server's environment",
 )
 def ucx_tls(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     want = recipe.network.rdma_env.get("UCX_TLS")
@@ -180,6 +183,7 @@ def _modules(facts: Facts) -> tuple[set[str] | None, str]:
         "Or, if the kernel and mlx5 driver support dmabuf, unset NCCL_DMABUF_ENABLE.",
     ],
     [NCCL_ENV_DOCS],
+    by_hand="`lsmod | grep nvidia_peermem` on every node",
 )
 def dmabuf_needs_peermem(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     fb = recipe.network.dmabuf_fallback or {
@@ -227,6 +231,7 @@ def dmabuf_needs_peermem(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
     "InfiniBand/RoCE and falls back to TCP sockets.",
     ["`sudo modprobe mlx5_core mlx5_ib` (install MLNX_OFED/DOCA-OFED or the distro rdma-core if missing)."],
     ["https://docs.nvidia.com/networking/display/mlnxofedv24010331/installing+mlnx_ofed"],
+    by_hand="`lsmod | grep mlx5`",
 )
 def mlx5_modules(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     devs = [d for d in facts.rdma_devices() if d.startswith("mlx5")]
@@ -272,6 +277,7 @@ def mlx5_modules(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         "Bring the interface up (`ip link set DEV up`) or exclude the port via NCCL_IB_HCA.",
     ],
     [NCCL_ENV_DOCS],
+    by_hand="`ibdev2netdev` / `ibstat`",
 )
 def rdma_ports(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     ports = facts.snapshot.rdma
@@ -302,6 +308,7 @@ def rdma_ports(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     "the other recipe profile.",
     ["Keep one profile: the NVLink set on GB200/GB300 NVL, the RDMA set elsewhere."],
     [EP_DOCS],
+    by_hand="compare the launch's all2all/moe backend and NCCL/UCX env with the recipe profile for the fabric",
 )
 def mixed_fabric(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     nv, rd = facts.nvlink_settings(), facts.rdma_settings()

@@ -1,0 +1,93 @@
+"""`doctor` output in the flutter-doctor spirit: one block per category, the fix under each problem,
+probe timings, and a closing summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from vllm_medic.model import Category, Finding, Severity, sort_by_method, worst_severity
+from vllm_medic.report.terminal import GLYPH, STYLE, summary_line
+
+CATEGORY_TITLE = {
+    Category.DRIVER_CUDA: "Driver and CUDA",
+    Category.IMAGE_DEPENDENCY: "Image and dependencies",
+    Category.OOM_STARTUP: "Startup memory",
+    Category.OOM_RUNTIME: "Runtime memory",
+    Category.PARALLEL_LAYOUT: "GPUs and parallel layout",
+    Category.NCCL_NETWORK: "NCCL and network",
+    Category.PREFIX_CACHE: "Prefix caching",
+    Category.OTHER: "Other",
+}
+
+
+def probe_rows(sources: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for name, e in sources.items():
+        if not isinstance(e, dict):
+            continue
+        dur = e.get("duration_s")
+        rows.append(
+            {
+                "name": str(e.get("name") or name),
+                "status": str(e.get("status") or "?"),
+                "duration_s": float(dur) if isinstance(dur, int | float) else None,
+                "message": str(e.get("message") or ""),
+            }
+        )
+    return sorted(rows, key=lambda r: -(r["duration_s"] or 0.0))
+
+
+def render_doctor(
+    console: Console,
+    findings: list[Finding],
+    *,
+    recipe_name: str,
+    sources: dict[str, Any],
+    wall_s: float,
+    verbose: bool = False,
+) -> None:
+    console.print(f"[bold]vllm-medic doctor[/] — recipe {escape(recipe_name)}", highlight=False)
+    items = sort_by_method(findings)
+    for cat in Category:
+        group = [f for f in items if f.category is cat]
+        if not group:
+            continue
+        worst = worst_severity(group)
+        glyph = GLYPH[worst] if worst is not Severity.INFO else GLYPH[Severity.PASS]
+        style = STYLE[worst] if worst is not Severity.INFO else STYLE[Severity.PASS]
+        n_bad = sum(1 for f in group if f.severity in (Severity.WARN, Severity.FAIL))
+        console.print(
+            f"[{style}]{escape(glyph)}[/] [bold]{CATEGORY_TITLE[cat]}[/] "
+            f"[dim]({len(group)} checks{f', {n_bad} need attention' if n_bad else ''})[/]",
+            highlight=False,
+        )
+        for f in group:
+            show_detail = f.severity in (Severity.WARN, Severity.FAIL) or verbose
+            mark = {Severity.PASS: "✓", Severity.INFO: "•", Severity.WARN: "!", Severity.FAIL: "✗"}[
+                f.severity
+            ]
+            console.print(
+                f"    [{STYLE[f.severity]}]{mark}[/] {escape(f.title)} [dim]{escape(f.id)}[/]",
+                highlight=False,
+            )
+            if not show_detail:
+                continue
+            for e in f.evidence:
+                console.print(f"        [dim]{escape(e)}[/]", highlight=False)
+            for i, step in enumerate(f.fix, 1):
+                console.print(f"        [bold]{i}.[/] {escape(step)}", highlight=False)
+            for d in f.docs[:2]:
+                console.print(f"        [dim]docs: {escape(d)}[/]", highlight=False)
+    rows = probe_rows(sources)
+    if rows:
+        console.print()
+        console.print("[bold]Probes[/] [dim](slowest first)[/]", highlight=False)
+        for r in rows:
+            dur = f"{r['duration_s'] * 1000:.0f}ms" if r["duration_s"] is not None else "-"
+            msg = f" — {escape(r['message'][:100])}" if r["status"] != "ok" and r["message"] else ""
+            console.print(f"    [{dur:>7}] {escape(r['name'])}: {escape(r['status'])}{msg}", highlight=False)
+    console.print()
+    console.print(f"{summary_line(items)} [dim](doctor took {wall_s:.2f}s)[/]", highlight=False)
