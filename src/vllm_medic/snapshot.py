@@ -129,6 +129,8 @@ class Launch:
     env: dict[str, str] = field(default_factory=dict)
     image: str | None = None
     warnings: list[str] = field(default_factory=list)
+    # container runtime settings from docker run / docker inspect / a pod spec: gpus, ipc, shm_size, ...
+    runtime_options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

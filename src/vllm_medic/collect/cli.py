@@ -1,7 +1,83 @@
-"""Command registration for this stage (filled in by the stage's work)."""
+"""`vllm-medic collect`: the evidence bundle (live, or rebuilt from captured outputs with --from)."""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from vllm_medic.cli_common import JsonOpt, stderr
+from vllm_medic.model import ExitCode
+
 
 def register(app: typer.Typer) -> None:
-    del app
+    app.command(
+        "collect",
+        help="Gather the evidence bundle: raw outputs of nvidia-smi, topo, RDMA, modules, image, vLLM, "
+        "Python packages, environment and launch, plus snapshot.json and manifest.json. "
+        "With --from, rebuild the snapshot from captured outputs (a directory or a .tar.gz bundle).",
+    )(collect_command)
+
+
+def collect_command(
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Bundle directory, or FILE.tar.gz. Default: ./vllm-medic-bundle-HOST-TIME"
+        ),
+    ] = None,
+    from_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--from", help="Rebuild from captured outputs: a directory of canonical files or a bundle."
+        ),
+    ] = None,
+    image: Annotated[
+        str | None, typer.Option("--image", help="Docker image to inspect, e.g. vllm/vllm-openai:kimi-k3.")
+    ] = None,
+    launch: Annotated[
+        str | None,
+        typer.Option(
+            "--launch",
+            help="The launch: 'vllm serve ...' text, a script / manifest file, or docker:CONTAINER.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Local model directory (reads its config.json).")
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Per-command timeout in seconds.")] = 10.0,
+    as_json: JsonOpt = False,
+) -> None:
+    from vllm_medic.collect.api import CollectOptions, collect_here, load_captured, write_bundle
+    from vllm_medic.collect.summary import print_summary
+    from vllm_medic.report.jsonout import dumps
+
+    if timeout <= 0:
+        stderr.print(f"[red]error:[/] --timeout must be positive, got {timeout:g}", highlight=False)
+        raise typer.Exit(int(ExitCode.USAGE))
+    if from_path is not None:
+        if image or launch or model:
+            stderr.print("[yellow]note:[/] --image/--launch/--model are ignored with --from", highlight=False)
+        result = load_captured(from_path)
+        dest = write_bundle(result, output) if output is not None else None
+    else:
+        result = collect_here(CollectOptions(image=image, launch=launch, timeout_s=timeout, model_path=model))
+        dest = write_bundle(result, output or _default_bundle_dir(result.snapshot.node))
+    if as_json:
+        sys.stdout.write(dumps(result.snapshot.to_dict()) + "\n")
+        print_summary(result, dest, stderr, brief=True)
+    else:
+        from vllm_medic.cli_common import console
+
+        print_summary(result, dest, console(), brief=False)
+    if result.interrupted:
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+
+
+def _default_bundle_dir(node: str | None) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    host = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in (node or "host"))
+    return Path(f"vllm-medic-bundle-{host}-{stamp}")

@@ -1,0 +1,516 @@
+"""The collection API other stages call: collect here, re-read captured outputs, write a bundle."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import platform
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from vllm_medic import __version__
+from vllm_medic.collect.build import CANONICAL_FILES, CORE_SOURCES, build_snapshot, source_for_file
+from vllm_medic.collect.parsers.system import select_env
+from vllm_medic.collect.runner import ProbeOutcome, ProbesInterrupted, run_all
+from vllm_medic.errors import ToolError, UsageError
+from vllm_medic.redact import redact_text
+from vllm_medic.snapshot import SCHEMA_VERSION, Snapshot
+
+MAX_CAPTURED_FILE_BYTES = 64 * 1024 * 1024
+BUNDLE_META_FILES = ("snapshot.json", "manifest.json")
+
+
+@dataclass
+class CollectOptions:
+    image: str | None = None  # docker image to inspect (docker image inspect IMAGE, docker images --digests)
+    launch: str | None = None  # "vllm serve ..." text, a file path (script / manifest), or "docker:CONTAINER"
+    timeout_s: float = 10.0  # per-command timeout
+    env: Mapping[str, str] | None = None  # default os.environ
+    model_path: str | None = None  # local model dir (config.json) if given
+
+
+@dataclass
+class CollectResult:
+    snapshot: Snapshot
+    manifest: dict[str, Any]
+    raw: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self.manifest.get("interrupted"))
+
+
+@cache
+def _source_table() -> dict[str, Any]:
+    import yaml
+
+    text = resources.files("vllm_medic.collect").joinpath("data/sources.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _vllm_python(env: Mapping[str, str]) -> str:
+    """The interpreter of the environment vLLM is installed in (the `vllm` script's shebang)."""
+    found = shutil.which("vllm", path=env.get("PATH"))
+    if found:
+        try:
+            with open(found, "rb") as fh:
+                first = fh.readline(512).decode("utf-8", "replace").strip()
+            if first.startswith("#!"):
+                interp = first[2:].strip().split()[0]
+                if os.path.basename(interp) != "env" and os.access(interp, os.X_OK):
+                    return interp
+        except OSError:
+            pass
+    return sys.executable
+
+
+def _redacted_bytes(data: bytes) -> bytes:
+    return redact_text(data.decode("utf-8", "replace")).encode("utf-8")
+
+
+def _container_evidence(env: Mapping[str, str]) -> str:
+    lines = []
+    for marker in ("/.dockerenv", "/run/.containerenv"):
+        lines.append(f"{marker}: {'present' if os.path.exists(marker) else 'absent'}")
+    k8s = env.get("KUBERNETES_SERVICE_HOST")
+    lines.append(f"KUBERNETES_SERVICE_HOST: {k8s if k8s else 'absent'}")
+    # systemd-nspawn and podman set a lowercase `container` variable
+    runtime_var = env.get("container")
+    lines.append(f"container: {runtime_var or 'absent'}")
+    try:
+        cgroup = Path("/proc/1/cgroup").read_text(encoding="utf-8", errors="replace")
+        lines.extend(f"cgroup: {c}" for c in cgroup.splitlines()[:20] if c.strip())
+    except OSError as exc:
+        lines.append(f"cgroup: unreadable ({exc.strerror})")
+    return "\n".join(lines) + "\n"
+
+
+def _entry(name: str, file: str | None, **kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "name": name,
+        "command": None,
+        "started": None,
+        "duration_s": 0.0,
+        "exit_code": None,
+        "status": "ok",
+        "file": file,
+        "message": "",
+    }
+    base.update(kw)
+    return base
+
+
+def collect_here(opts: CollectOptions) -> CollectResult:
+    """Gather every source on this machine, concurrently, each command with its own timeout."""
+    if opts.timeout_s <= 0:
+        raise UsageError(f"--timeout must be positive, got {opts.timeout_s:g}")
+    env = dict(opts.env if opts.env is not None else os.environ)
+    run_env = dict(env)
+    run_env.setdefault("LC_ALL", "C")
+    table = _source_table()
+    started = _now()
+    t0 = time.monotonic()
+    raw: dict[str, bytes] = {}
+    sources: dict[str, dict[str, Any]] = {}
+    options: dict[str, Any] = {
+        "image": opts.image,
+        "model_path": opts.model_path,
+        "timeout_s": opts.timeout_s,
+    }
+
+    container_target: str | None = None
+    launch_origin: str | None = None
+    if opts.launch:
+        if opts.launch.startswith("docker:"):
+            container_target = opts.launch.removeprefix("docker:").strip() or None
+            launch_origin = f"docker-inspect:{container_target}"
+        else:
+            launch_origin = _store_launch(opts.launch, raw, sources)
+    options["launch_origin"] = launch_origin
+    placeholders = {"image": opts.image, "container": container_target, "python": _vllm_python(env)}
+
+    jobs: list[tuple[str, list[str]]] = []
+    probe_meta: dict[str, dict[str, Any]] = {}
+    for probe in table["probes"]:
+        need = probe.get("needs")
+        if need and not placeholders.get(need):
+            if probe["name"] not in sources:
+                sources[probe["name"]] = _entry(
+                    probe["name"],
+                    None,
+                    status="not_applicable",
+                    message=f"needs --{need}" if need != "container" else "needs --launch docker:CONTAINER",
+                )
+            continue
+        argv = [_fill(str(a), placeholders) for a in probe["argv"]]
+        jobs.append((probe["name"], argv))
+        probe_meta[probe["name"]] = probe
+
+    nvml_probe = None
+    from vllm_medic.collect.nvml import NvmlProbe, nvml_available
+
+    if nvml_available():
+        nvml_probe = NvmlProbe()
+    else:
+        sources["nvml"] = _entry(
+            "nvml", None, status="not_applicable", message="nvidia-ml-py is not installed"
+        )
+
+    # in-process sources: cheap reads done while nothing else waits on them
+    _read_files(table.get("files") or [], raw, sources)
+    raw["env.txt"] = "".join(f"{k}={v}\n" for k, v in select_env(env).items()).encode()
+    sources["env"] = _entry("env", "env.txt", command="(process environment, filtered and redacted)")
+    raw["container.txt"] = _container_evidence(env).encode()
+    sources["container"] = _entry(
+        "container", "container.txt", command="(/.dockerenv, /run/.containerenv, /proc/1/cgroup)"
+    )
+    if opts.model_path:
+        _read_model_config(opts.model_path, raw, sources)
+
+    interrupted = False
+    try:
+        outcomes = run_all(jobs, opts.timeout_s, env=run_env)
+    except ProbesInterrupted as exc:
+        outcomes = exc.partial
+        interrupted = True
+    for name, outcome in outcomes.items():
+        _record_outcome(name, outcome, probe_meta.get(name, {}), raw, sources, opts.timeout_s)
+    if container_target and "launch" in sources:
+        sources["launch"]["origin"] = launch_origin
+    if nvml_probe is not None:
+        status, data, message, duration = nvml_probe.result(0.0 if interrupted else opts.timeout_s)
+        sources["nvml"] = _entry(
+            "nvml",
+            "nvml.json" if data else None,
+            command="(NVML via nvidia-ml-py)",
+            status=status,
+            message=message,
+            duration_s=duration,
+        )
+        if data:
+            raw["nvml.json"] = data
+
+    manifest: dict[str, Any] = {
+        "tool": "vllm-medic",
+        "tool_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+        "mode": "live",
+        "collected_at": started,
+        "finished_at": _now(),
+        "wall_s": round(time.monotonic() - t0, 3),
+        "host": platform.node(),
+        "options": options,
+        "interrupted": interrupted,
+        "sources": [],
+    }
+    snapshot, notes = build_snapshot(
+        raw, sources, options, {"tool_version": __version__, "collected_at": started}
+    )
+    for name, problems in notes.items():
+        sources.setdefault(name, _entry(name, None))["notes"] = problems
+    manifest["sources"] = sorted(sources.values(), key=lambda e: str(e["name"]))
+    return CollectResult(snapshot=snapshot, manifest=manifest, raw=raw)
+
+
+def _fill(arg: str, placeholders: dict[str, str | None]) -> str:
+    """Replace a whole-argument placeholder like "{image}"; other braces (Python code) stay as they are."""
+    if arg.startswith("{") and arg.endswith("}") and arg[1:-1] in placeholders:
+        return placeholders[arg[1:-1]] or ""
+    return arg
+
+
+def _store_launch(launch: str, raw: dict[str, bytes], sources: dict[str, dict[str, Any]]) -> str:
+    candidate = (
+        Path(os.path.expanduser(launch.strip())) if "\n" not in launch and len(launch) < 4096 else None
+    )
+    if candidate is not None and candidate.is_file():
+        try:
+            raw["launch.txt"] = _redacted_bytes(candidate.read_bytes()[:MAX_CAPTURED_FILE_BYTES])
+        except OSError as exc:
+            sources["launch"] = _entry(
+                "launch",
+                None,
+                status="permission" if isinstance(exc, PermissionError) else "error",
+                message=f"cannot read {candidate}: {exc.strerror or exc}",
+                origin=f"file:{candidate}",
+            )
+            return f"file:{candidate}"
+        sources["launch"] = _entry(
+            "launch", "launch.txt", command=f"(file {candidate})", origin=f"file:{candidate}"
+        )
+        return f"file:{candidate}"
+    raw["launch.txt"] = _redacted_bytes(
+        launch.encode("utf-8", "replace") + (b"" if launch.endswith("\n") else b"\n")
+    )
+    sources["launch"] = _entry("launch", "launch.txt", command="(--launch text)", origin="argv")
+    return "argv"
+
+
+def _read_files(
+    specs: list[dict[str, Any]], raw: dict[str, bytes], sources: dict[str, dict[str, Any]]
+) -> None:
+    for spec in specs:
+        name, file, path = spec["name"], spec["file"], spec["path"]
+        t0 = time.monotonic()
+        try:
+            data = Path(path).read_bytes()[:MAX_CAPTURED_FILE_BYTES]
+        except FileNotFoundError:
+            sources[name] = _entry(
+                name, None, command=f"(read {path})", status="missing", message=f"{path} does not exist"
+            )
+            continue
+        except PermissionError:
+            sources[name] = _entry(
+                name,
+                None,
+                command=f"(read {path})",
+                status="permission",
+                message=f"{path}: permission denied",
+            )
+            continue
+        except OSError as exc:
+            sources[name] = _entry(
+                name, None, command=f"(read {path})", status="error", message=f"{path}: {exc.strerror or exc}"
+            )
+            continue
+        raw[file] = _redacted_bytes(data)
+        sources[name] = _entry(
+            name, file, command=f"(read {path})", duration_s=round(time.monotonic() - t0, 3)
+        )
+
+
+def _read_model_config(model_path: str, raw: dict[str, bytes], sources: dict[str, dict[str, Any]]) -> None:
+    path = Path(os.path.expanduser(model_path))
+    config = path / "config.json" if path.is_dir() else path
+    try:
+        raw["model-config.json"] = _redacted_bytes(config.read_bytes()[:MAX_CAPTURED_FILE_BYTES])
+        sources["model-config"] = _entry("model-config", "model-config.json", command=f"(read {config})")
+    except OSError as exc:
+        sources["model-config"] = _entry(
+            "model-config",
+            None,
+            command=f"(read {config})",
+            status="missing" if isinstance(exc, FileNotFoundError) else "error",
+            message=f"{config}: {exc.strerror or exc}",
+        )
+
+
+def _record_outcome(
+    name: str,
+    outcome: ProbeOutcome,
+    probe: dict[str, Any],
+    raw: dict[str, bytes],
+    sources: dict[str, dict[str, Any]],
+    timeout_s: float,
+) -> None:
+    file = probe.get("file") or CANONICAL_FILES.get(name, (f"{name}.txt",))[0]
+    data = outcome.stdout
+    if not data.strip() and outcome.status != "ok":
+        data = outcome.stderr
+    stored: str | None = None
+    if data.strip() or outcome.status == "ok":
+        raw[file] = _redacted_bytes(data)
+        stored = file
+    message = outcome.message
+    if outcome.status == "timeout":
+        hint = probe.get("hang_hint")
+        message = f"{outcome.argv[0]}: no answer within {timeout_s:g} s; killed." + (
+            f" {hint}" if hint else ""
+        )
+    sources[name] = _entry(
+        name,
+        stored,
+        command=" ".join(
+            outcome.argv if name != "pip-freeze" else outcome.argv[:2] + ["<list distributions>"]
+        ),
+        started=outcome.started,
+        duration_s=outcome.duration_s,
+        exit_code=outcome.exit_code,
+        status=outcome.status,
+        message=redact_text(message),
+        stderr=redact_text(outcome.stderr.decode("utf-8", "replace")[-2000:])
+        if outcome.stderr.strip()
+        else "",
+    )
+
+
+# ---------------------------------------------------------------- captured outputs
+
+
+def load_captured(path: Path) -> CollectResult:
+    """Build the snapshot from captured outputs alone: a directory of canonical files, a bundle
+    directory, or a `.tar.gz` bundle."""
+    path = Path(path)
+    if not path.exists():
+        raise UsageError(
+            f"{path} does not exist (expected a directory of captured outputs or a .tar.gz bundle)"
+        )
+    files: dict[str, bytes]
+    try:
+        if path.is_dir():
+            files = _read_dir(path)
+        elif tarfile.is_tarfile(path):
+            files = _read_tar(path)
+        else:
+            raise UsageError(f"{path} is neither a directory nor a .tar.gz bundle")
+    except PermissionError as exc:
+        raise UsageError(f"cannot read {path}: permission denied ({exc.filename or path})") from None
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    manifest_in = _json_or_none(files.pop("manifest.json", None))
+    files.pop("snapshot.json", None)
+    raw = {name: data for name, data in files.items() if source_for_file(name)}
+    ignored = sorted(name for name in files if not source_for_file(name))
+    if not raw:
+        expected = ", ".join(names[0] for names in CANONICAL_FILES.values())
+        raise UsageError(
+            f"no captured outputs with canonical names in {path}; expected files like: {expected}"
+        )
+    raw = {name: _redacted_bytes(data) for name, data in raw.items()}
+    options: dict[str, Any] = {}
+    meta: dict[str, Any] = {"tool_version": None, "collected_at": None}
+    sources: dict[str, dict[str, Any]] = {}
+    if isinstance(manifest_in, dict):
+        options = dict(manifest_in.get("options") or {})
+        meta = {
+            "tool_version": manifest_in.get("tool_version"),
+            "collected_at": manifest_in.get("collected_at"),
+        }
+        for entry in manifest_in.get("sources") or []:
+            if isinstance(entry, dict) and entry.get("name"):
+                e = dict(entry)
+                e.pop("notes", None)
+                if e.get("status") == "unparsable":
+                    e["status"] = "ok"
+                sources[str(e["name"])] = e
+    for name in raw:
+        source = source_for_file(name)
+        if source and source not in sources:
+            sources[source] = _entry(source, name, command="(captured file)")
+    if not isinstance(manifest_in, dict):
+        present = {source_for_file(n) for n in raw}
+        for source in CORE_SOURCES:
+            if source not in present and source not in sources:
+                sources[source] = _entry(
+                    source,
+                    None,
+                    status="missing",
+                    message=f"no {CANONICAL_FILES[source][0]} in the captured outputs",
+                )
+    snapshot, notes = build_snapshot(raw, sources, options, meta)
+    for name, problems in notes.items():
+        sources.setdefault(name, _entry(name, None))["notes"] = problems
+    manifest = {
+        "tool": "vllm-medic",
+        "tool_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+        "mode": "from",
+        "from": str(path),
+        "collected_at": meta.get("collected_at"),
+        "original_tool_version": meta.get("tool_version"),
+        "options": options,
+        "interrupted": bool(isinstance(manifest_in, dict) and manifest_in.get("interrupted")),
+        "ignored_files": ignored,
+        "sources": sorted(sources.values(), key=lambda e: str(e["name"])),
+    }
+    return CollectResult(snapshot=snapshot, manifest=manifest, raw=raw)
+
+
+def _json_or_none(data: bytes | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return json.loads(data.decode("utf-8", "replace"))
+    except json.JSONDecodeError:
+        return None
+
+
+def _read_dir(path: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    entries = sorted(p for p in path.iterdir() if p.is_file())
+    if not any(source_for_file(p.name) for p in entries):
+        # a directory holding one bundle directory (an extracted tarball): look one level down
+        subdirs = [p for p in path.iterdir() if p.is_dir()]
+        if len(subdirs) == 1:
+            entries = sorted(p for p in subdirs[0].iterdir() if p.is_file())
+    for p in entries:
+        if source_for_file(p.name) or p.name in BUNDLE_META_FILES:
+            files[p.name] = p.read_bytes()[:MAX_CAPTURED_FILE_BYTES]
+        else:
+            files[p.name] = b""
+    return files
+
+
+def _read_tar(path: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    with tarfile.open(path, "r:*") as tar:
+        for member in tar.getmembers():
+            if not member.isfile():
+                continue
+            name = os.path.basename(member.name)
+            if member.size > MAX_CAPTURED_FILE_BYTES:
+                continue
+            fh = tar.extractfile(member)
+            if fh is not None:
+                files[name] = fh.read()
+    return files
+
+
+# ---------------------------------------------------------------- bundle
+
+
+def write_bundle(result: CollectResult, dest: Path) -> Path:
+    """Write raw outputs + snapshot.json + manifest.json to a directory, or a .tar.gz when dest
+    ends with .tar.gz / .tgz. Raises ToolError when it cannot be written."""
+    from vllm_medic.report.jsonout import dumps
+
+    dest = Path(dest)
+    payload: dict[str, bytes] = dict(result.raw)
+    payload["snapshot.json"] = (dumps(result.snapshot.to_dict()) + "\n").encode()
+    manifest = dict(result.manifest)
+    manifest["files"] = sorted(payload) + ["manifest.json"]
+    payload["manifest.json"] = (dumps(manifest) + "\n").encode()
+    try:
+        if dest.name.endswith((".tar.gz", ".tgz")):
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            top = dest.name.removesuffix(".tar.gz").removesuffix(".tgz")
+            fd, tmp = tempfile.mkstemp(prefix=".vllm-medic-", suffix=".tar.gz", dir=dest.parent)
+            os.close(fd)
+            try:
+                with tarfile.open(tmp, "w:gz") as tar:
+                    for name, data in sorted(payload.items()):
+                        info = tarfile.TarInfo(f"{top}/{name}")
+                        info.size = len(data)
+                        info.mtime = int(time.time())
+                        info.mode = 0o644
+                        tar.addfile(info, io.BytesIO(data))
+                os.replace(tmp, dest)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        else:
+            if dest.exists() and not dest.is_dir():
+                raise ToolError(f"cannot write the bundle: {dest} exists and is not a directory")
+            dest.mkdir(parents=True, exist_ok=True)
+            for name, data in payload.items():
+                (dest / name).write_bytes(data)
+    except ToolError:
+        raise
+    except OSError as exc:
+        raise ToolError(f"cannot write the bundle to {dest}: {exc.strerror or exc}") from None
+    return dest

@@ -1,0 +1,227 @@
+"""The Python side: `vllm --version`, `pip freeze`, and `vllm collect-env` (sectioned and flat)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from vllm_medic.collect.parsers.system import parse_env
+from vllm_medic.collect.parsers.topology import TopologyResult, parse_topology
+from vllm_medic.snapshot import PythonEnv, Torch, Vllm
+
+_VERSION_LINE = re.compile(
+    r"^\s*v?(?P<public>\d+\.\d+(?:\.\d+)?(?:(?:a|b|rc|\.post|\.dev)\d+)*)(?:\+(?P<local>[\w.]+))?"
+    r"(?:\s+\(git sha:\s*(?P<sha>[0-9a-f]+)[^)]*\))?\s*$"
+)
+_FREEZE = re.compile(
+    r"^(?:\[(?:pip3?|conda)\]\s+)?(?P<name>[A-Za-z0-9][A-Za-z0-9._\-]*)\s*(?:==|===)\s*(?P<ver>\S+)"
+)
+_FREEZE_AT = re.compile(r"^(?:\[pip3?\]\s+)?(?P<name>[A-Za-z0-9][A-Za-z0-9._\-]*)\s+@\s+\S+")
+_CONDA = re.compile(r"^\[conda\]\s+(?P<name>[A-Za-z0-9][A-Za-z0-9._\-]*)\s+(?P<ver>\d\S*)\s")
+_CUDA_PKG = re.compile(r"^nvidia-[a-z0-9\-]+?-cu(?P<major>\d+)$")
+# CUDA 13 wheels dropped the -cuNN suffix (nvidia-cuda-runtime, nvidia-cublas, ...): version tells.
+_CUDA_PKG_UNSUFFIXED = re.compile(
+    r"^nvidia-(cuda-runtime|cuda-nvrtc|cuda-cupti|cublas|cufft|curand|cusolver|cusparse|nvjitlink|cudnn-cu|cuda-nvcc)"
+)
+_COLLECT_ENV_KV = re.compile(
+    r"^(?P<k>[A-Za-z][A-Za-z0-9 ./_()\-]*?)\s*:\s(?P<v>.*)$|^(?P<k2>[A-Za-z][A-Za-z0-9 ./_()\-]*?)\s*:$"
+)
+
+
+@dataclass
+class VllmVersionResult:
+    vllm: Vllm = field(default_factory=Vllm)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FreezeResult:
+    python: PythonEnv = field(default_factory=PythonEnv)
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CollectEnvResult:
+    fields: dict[str, str] = field(default_factory=dict)
+    gpu_models: list[str] = field(default_factory=list)
+    vllm: Vllm = field(default_factory=Vllm)
+    python: PythonEnv = field(default_factory=PythonEnv)
+    driver_version: str | None = None
+    topology: TopologyResult | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    sectioned: bool = False
+    problems: list[str] = field(default_factory=list)
+
+
+def normalise_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def vllm_from_string(raw: str) -> Vllm | None:
+    m = _VERSION_LINE.match(raw.strip())
+    if not m:
+        return None
+    local = m.group("local")
+    vllm = Vllm(version=m.group("public"), raw=raw.strip())
+    if local:
+        parts = local.split(".")
+        for part in parts:
+            if re.fullmatch(r"g[0-9a-f]{7,40}", part):
+                vllm.git_sha = part[1:]
+            elif re.fullmatch(r"(cu|rocm|cpu|xpu|tpu)\d*", part):
+                vllm.variant = part
+        if vllm.variant is None and not vllm.git_sha:
+            vllm.variant = local
+    if m.group("sha"):
+        vllm.git_sha = m.group("sha")
+    return vllm
+
+
+def parse_vllm_version(text: str) -> VllmVersionResult:
+    """`vllm --version` / `python -m vllm --version`: the last line that is only a version."""
+    result = VllmVersionResult()
+    for line in reversed(text.splitlines()):
+        v = vllm_from_string(line)
+        if v is not None:
+            result.vllm = v
+            return result
+    if text.strip():
+        result.problems.append("no line holding only a version (like 0.27.1 or 0.23.0+cu129)")
+    return result
+
+
+def _cuda_from_local(version: str) -> str | None:
+    m = re.search(r"\+cu(\d{2,3})\b", version)
+    if not m:
+        return None
+    digits = m.group(1)
+    return f"{digits[:-1]}.{digits[-1]}" if len(digits) == 3 else f"{digits[0]}.{digits[1]}"
+
+
+def parse_pip_freeze(text: str) -> FreezeResult:
+    result = FreezeResult()
+    packages: dict[str, str] = {}
+    unread = 0
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or re.match(r"^\S*[#$>]\s", line):
+            continue
+        m = _FREEZE.match(line) or _CONDA.match(line)
+        if m:
+            packages[normalise_name(m.group("name"))] = m.group("ver")
+            continue
+        at = _FREEZE_AT.match(line)
+        if at:
+            packages[normalise_name(at.group("name"))] = "@" + line.split("@", 1)[1].strip()
+            continue
+        if not line.startswith(("-e ", "[conda] Could not", "[pip3] Could not")):
+            unread += 1
+    fill_python_env(result.python, packages)
+    if not packages and unread:
+        result.problems.append("no 'name==version' lines found")
+    return result
+
+
+def fill_python_env(py: PythonEnv, packages: dict[str, str]) -> None:
+    py.packages.update(dict(sorted(packages.items())))
+    torch_version = packages.get("torch")
+    if torch_version:
+        py.torch = Torch(version=torch_version, cuda=_cuda_from_local(torch_version) or py.torch.cuda)
+    cuda: dict[str, list[str]] = {}
+    for name, version in sorted(packages.items()):
+        m = _CUDA_PKG.match(name)
+        if m:
+            cuda.setdefault(m.group("major"), []).append(f"{name}=={version}")
+        elif _CUDA_PKG_UNSUFFIXED.match(name) and re.match(r"^(1[0-9])\.", version):
+            cuda.setdefault(version.split(".")[0], []).append(f"{name}=={version}")
+    py.cuda_userspace = cuda
+    for name in ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11", "nvidia-nccl"):
+        if name in packages:
+            py.nccl_version = packages[name]
+            break
+
+
+def parse_collect_env(text: str) -> CollectEnvResult:
+    """`vllm collect-env` / `python collect_env.py`, both the sectioned (2025+) and the flat layout."""
+    result = CollectEnvResult()
+    lines = text.splitlines()
+    result.sectioned = any(line.strip() == "==============================" for line in lines)
+    section = ""
+    pip_lines: list[str] = []
+    env_lines: list[str] = []
+    topo_lines: list[str] = []
+    in_gpu_models = False
+    in_topology = False
+    in_libs = False
+    for i, raw in enumerate(lines):
+        line = raw.rstrip()
+        stripped = line.strip()
+        if stripped == "==============================":
+            continue
+        if (
+            result.sectioned
+            and 0 < i < len(lines) - 1
+            and lines[i - 1].strip() == "=============================="
+            and lines[i + 1].strip() == "=============================="
+        ):
+            section = stripped
+            in_gpu_models = in_topology = in_libs = False
+            continue
+        if section == "Environment Variables":
+            env_lines.append(line)
+            continue
+        if in_topology:
+            if not re.match(r"^[A-Z][A-Z0-9_]+=\S", stripped):
+                topo_lines.append(line)
+                continue
+            in_topology = False
+        if in_gpu_models:
+            if stripped.startswith("GPU ") and ":" in stripped:
+                result.gpu_models.append(stripped)
+                continue
+            in_gpu_models = False
+        if stripped.startswith("[pip3]") or stripped.startswith("[conda]"):
+            pip_lines.append(stripped)
+            continue
+        if stripped.startswith("GPU Topology"):
+            in_topology = True
+            continue
+        if stripped.startswith("Versions of relevant libraries"):
+            in_libs = True
+            continue
+        m = _COLLECT_ENV_KV.match(stripped)
+        if m and section not in ("CPU Info",):
+            key = (m.group("k") or m.group("k2") or "").strip()
+            value = (m.group("v") or "").strip()
+            if key == "GPU models and configuration":
+                in_gpu_models = True
+                if value and value != "Could not collect":
+                    result.gpu_models.extend(v.strip() for v in value.split(";") if v.strip())
+            result.fields.setdefault(key, value)
+            continue
+        if not result.sectioned and re.match(r"^[A-Z][A-Z0-9_]*=", stripped) and not in_libs:
+            env_lines.append(stripped)
+    freeze = parse_pip_freeze("\n".join(pip_lines))
+    result.python = freeze.python
+    tv = result.fields.get("PyTorch version")
+    if tv and tv != "Could not collect" and not result.python.torch.version:
+        result.python.torch = Torch(version=tv, cuda=_cuda_from_local(tv))
+    built = result.fields.get("CUDA used to build PyTorch")
+    if built and built not in ("Could not collect", "N/A", "None"):
+        result.python.torch.cuda = built
+    drv = result.fields.get("Nvidia driver version")
+    if drv and drv != "Could not collect":
+        result.driver_version = drv
+    vv = result.fields.get("vLLM Version")
+    if vv:
+        parsed = vllm_from_string(vv)
+        if parsed:
+            result.vllm = parsed
+    if topo_lines:
+        result.topology = parse_topology("\n".join(topo_lines))
+    result.env = parse_env("\n".join(env_lines))
+    if not result.fields and not pip_lines:
+        result.problems.append(
+            "no 'Key : value' lines (neither the sectioned nor the flat collect-env format)"
+        )
+    return result

@@ -1,0 +1,188 @@
+"""Run probe commands concurrently, each with its own timeout, never through a shell.
+
+A command that does not finish in time is killed with its whole process group (its children
+too), so a hung `nvidia-smi` costs at most its timeout and the collection's wall time is bounded
+by the slowest probe, not the sum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+MAX_OUTPUT_BYTES = 32 * 1024 * 1024
+
+
+@dataclass
+class ProbeOutcome:
+    name: str
+    argv: list[str]
+    status: str  # ok | missing | timeout | nonzero | permission | error | interrupted
+    started: str
+    duration_s: float
+    exit_code: int | None = None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    message: str = ""
+
+
+class ProcessRegistry:
+    """The process groups still running, so Ctrl-C can end exactly the ones we started."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    def add(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs[proc.pid] = proc
+
+    def remove(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.pop(proc.pid, None)
+
+    def kill_all(self) -> None:
+        with self._lock:
+            procs = list(self._procs.values())
+        for proc in procs:
+            _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        with contextlib.suppress(OSError):
+            proc.kill()
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def run_probe(
+    name: str,
+    argv: Sequence[str],
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    registry: ProcessRegistry | None = None,
+) -> ProbeOutcome:
+    started = _now()
+    t0 = time.monotonic()
+    argv = [str(a) for a in argv]
+
+    def outcome(status: str, **kw: object) -> ProbeOutcome:
+        return ProbeOutcome(
+            name=name,
+            argv=argv,
+            status=status,
+            started=started,
+            duration_s=round(time.monotonic() - t0, 3),
+            **kw,
+        )  # type: ignore[arg-type]
+
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except FileNotFoundError:
+        return outcome("missing", message=f"{argv[0]}: command not found on PATH")
+    except PermissionError as exc:
+        return outcome("permission", message=f"{argv[0]}: permission denied ({exc.strerror})")
+    except OSError as exc:
+        return outcome("error", message=f"{argv[0]}: cannot start: {exc.strerror or exc}")
+    if registry is not None:
+        registry.add(proc)
+    try:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            try:
+                out, err = proc.communicate(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                out, err = b"", b""
+            return outcome(
+                "timeout",
+                exit_code=None,
+                stdout=(out or b"")[:MAX_OUTPUT_BYTES],
+                stderr=(err or b"")[:MAX_OUTPUT_BYTES],
+                message=f"no answer within {timeout_s:g} s; killed",
+            )
+    finally:
+        if registry is not None:
+            registry.remove(proc)
+    code = proc.returncode
+    out = (out or b"")[:MAX_OUTPUT_BYTES]
+    err = (err or b"")[:MAX_OUTPUT_BYTES]
+    if code is not None and code < 0:
+        return outcome("error", exit_code=code, stdout=out, stderr=err, message=f"killed by signal {-code}")
+    if code == 0:
+        return outcome("ok", exit_code=0, stdout=out, stderr=err)
+    text = (err or out).decode("utf-8", "replace").strip()
+    first = text.splitlines()[0] if text else ""
+    if code in (126,) or "permission denied" in text.lower():
+        return outcome(
+            "permission", exit_code=code, stdout=out, stderr=err, message=first or "permission denied"
+        )
+    return outcome("nonzero", exit_code=code, stdout=out, stderr=err, message=f"exit {code}: {first}".strip())
+
+
+def run_all(
+    jobs: Sequence[tuple[str, Sequence[str]]],
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    registry: ProcessRegistry | None = None,
+) -> dict[str, ProbeOutcome]:
+    """Run every job at once; return outcomes by name. Ctrl-C kills what is still running."""
+    registry = registry or ProcessRegistry()
+    results: dict[str, ProbeOutcome] = {}
+    if not jobs:
+        return results
+    pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="probe")
+    futures = {name: pool.submit(run_probe, name, argv, timeout_s, env, registry) for name, argv in jobs}
+    try:
+        for name, fut in futures.items():
+            results[name] = fut.result()
+    except KeyboardInterrupt:
+        registry.kill_all()
+        for name, fut in futures.items():
+            if name not in results:
+                if fut.done() and not fut.cancelled() and fut.exception() is None:
+                    results[name] = fut.result()
+                else:
+                    argv = dict(jobs)[name]
+                    results[name] = ProbeOutcome(
+                        name=name,
+                        argv=list(argv),
+                        status="interrupted",
+                        started=_now(),
+                        duration_s=0.0,
+                        message="interrupted (Ctrl-C) before it finished",
+                    )
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise ProbesInterrupted(results) from None
+    pool.shutdown(wait=True)
+    return results
+
+
+class ProbesInterrupted(KeyboardInterrupt):
+    """Ctrl-C during collection, carrying what had already been measured."""
+
+    def __init__(self, partial: dict[str, ProbeOutcome]) -> None:
+        super().__init__("interrupted")
+        self.partial = partial
