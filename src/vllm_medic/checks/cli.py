@@ -93,14 +93,12 @@ def check_cmd(
         raise UsageError("give either --from or --snapshot, not both")
     rec = load_recipe(recipe)
     model_config = read_model_config(model) if model is not None else None
-    if from_ is not None:
-        ev = inputs.from_bundle(from_)
-    elif snapshot is not None:
-        ev = inputs.from_snapshot_file(snapshot)
+    if from_ is None and snapshot is None:
+        ev = inputs.live(image, launch, timeout, str(model) if model else None)  # collect parses --launch
     else:
-        ev = inputs.live(image, None, timeout, str(model) if model else None)
-    if launch is not None:
-        inputs.apply_launch(ev.snapshot, launch)
+        ev = inputs.from_bundle(from_) if from_ is not None else inputs.from_snapshot_file(snapshot)  # type: ignore[arg-type]
+        if launch is not None:
+            inputs.apply_launch(ev.snapshot, launch)
     if model_config is None:
         extra_model = ev.snapshot.extra.get("model")
         if isinstance(extra_model, dict) and extra_model.get("architectures"):
@@ -207,9 +205,7 @@ def doctor_cmd(
 
     rec = load_recipe(recipe)
     model_config = read_model_config(model) if model is not None else None
-    ev = inputs.live(image, None, timeout, str(model) if model else None)
-    if launch is not None:
-        inputs.apply_launch(ev.snapshot, launch)
+    ev = inputs.live(image, launch, timeout, str(model) if model else None)
     findings = run_checks(ev.snapshot, rec, model_config=model_config, raw=ev.raw, sources=ev.sources)
     wall = time.monotonic() - start
     if junit is not None:

@@ -129,9 +129,11 @@ def unverified_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if image is None and not v.raw:
         return [r.finding("info", "Image/build not checked: neither image nor vLLM build known", [ev])]
     digest = facts.snapshot.image.digest
-    return [
-        r.finding("pass", f"Pinned build {image or v.raw}", [ev] + ([f"digest {digest}"] if digest else []))
-    ]
+    pin = (
+        [f"digest {digest}"] if digest else ["not pinned by digest: record it with `docker images --digests`"]
+    )
+    what = image or f"vLLM {v.raw}"
+    return [r.finding("pass", f"{what} is not a floating/nightly/cu129 build", [ev, *pin])]
 
 
 @rule(
