@@ -1,7 +1,156 @@
-"""Command registration for this stage (filled in by the stage's work)."""
+"""`vllm-medic cache flag|diff|probe`: the three conditions for prefix-cache reuse, one subcommand each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from vllm_medic.cli_common import JsonOpt, JunitOpt, StrictOpt, VerboseOpt, emit_findings
+from vllm_medic.errors import UsageError
+
+cache_app = typer.Typer(
+    name="cache",
+    help="Prefix caching: did the flag reach the engine (flag), are the prefixes identical token for token "
+    "(diff), does a live server reuse them (probe)?",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+ApiKeyEnvOpt = Annotated[
+    str, typer.Option("--api-key-env", help="Environment variable holding the server's API key (never argv).")
+]
+
 
 def register(app: typer.Typer) -> None:
-    del app
+    app.add_typer(cache_app, name="cache")
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+
+
+def _api_key(env_name: str) -> str | None:
+    import os
+
+    return os.environ.get(env_name) or None
+
+
+@cache_app.command("flag")
+def flag_command(
+    launch: Annotated[
+        str | None,
+        typer.Option(
+            "--launch",
+            help="Launch command text or a file: shell script, docker inspect JSON, K8s/Helm YAML.",
+        ),
+    ] = None,
+    log: Annotated[
+        Path | None, typer.Option("--log", help="Engine log from startup (non-default args, engine config).")
+    ] = None,
+    server: Annotated[
+        str | None, typer.Option("--server", help="Live server URL: reads vllm:cache_config_info.")
+    ] = None,
+    model_config: Annotated[
+        Path | None, typer.Option("--model-config", help="Model config.json (or dir) to know the default.")
+    ] = None,
+    hybrid: Annotated[
+        bool | None,
+        typer.Option("--hybrid/--not-hybrid", help="Say whether the model is hybrid (KDA/mamba/linear)."),
+    ] = None,
+    api_key_env: ApiKeyEnvOpt = "VLLM_API_KEY",
+    as_json: JsonOpt = False,
+    junit: JunitOpt = None,
+    strict: StrictOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Did --enable-prefix-caching reach the engine? Names the layer that dropped or overrode it."""
+    from vllm_medic.cache.flag import (
+        FlagInputs,
+        guess_hybrid,
+        launch_layer,
+        metrics_layers,
+        read_log,
+        verdict,
+    )
+
+    inp = FlagInputs()
+    extra: dict[str, object] = {}
+    if launch is not None:
+        from vllm_medic.collect.launch import parse_launch
+
+        path = Path(launch) if "\n" not in launch and len(launch) < 4096 else None
+        is_file = path is not None and path.is_file()
+        text = _read_text(path, "launch file") if is_file and path else launch
+        parsed = parse_launch(text, source="file" if is_file else "argv")
+        name = str(path) if is_file else "(command line)"
+        inp.launch, inp.launch_order = launch_layer(parsed.args, parsed.argv, name, text)
+        inp.launch_model = parsed.model
+        extra["launch"] = {
+            "model": parsed.model,
+            "enable_prefix_caching": inp.launch.value,
+            "warnings": parsed.warnings,
+        }
+    if log is not None:
+        lines = _read_text(log, "log").splitlines()
+        inp.log = read_log(lines, str(log))
+    rows: list[dict[str, str]] = []
+    if server is not None:
+        rows = _server_cache_config(server, _api_key(api_key_env))
+        inp.metrics = metrics_layers(rows, f"{server}/metrics")
+        extra["cache_config_info"] = rows
+    if hybrid is not None:
+        inp.hybrid, inp.hybrid_basis = hybrid, "--hybrid" if hybrid else "--not-hybrid"
+    elif model_config is not None:
+        from vllm_medic.plan.inputs import read_model
+        from vllm_medic.plan.shape import parse_model_config
+
+        try:
+            shape = parse_model_config(read_model(str(model_config)).config)
+        except ValueError as exc:
+            raise UsageError(f"--model-config {model_config}: {exc}") from exc
+        inp.hybrid = shape.hybrid
+        inp.hybrid_basis = f"{model_config}: {shape.architecture or shape.model_type}, " + (
+            f"{shape.count('linear')} linear-attention layers"
+            if shape.hybrid
+            else "no linear-attention layers"
+        )
+    else:
+        inp.hybrid, inp.hybrid_basis = guess_hybrid(inp.launch_model, inp.log, rows)
+    findings = verdict(inp)
+    extra["layers"] = [
+        {"layer": lv.layer, "value": lv.value, "evidence": lv.evidence}
+        for lv in ([inp.launch] if inp.launch else [])
+        + ([inp.log.non_default] if inp.log and inp.log.non_default else [])
+        + ([inp.log.engine] if inp.log and inp.log.engine else [])
+        + inp.metrics
+    ]
+    extra["hybrid"] = inp.hybrid
+    code = emit_findings(
+        findings,
+        as_json=as_json,
+        junit=junit,
+        strict=strict,
+        suite="vllm-medic cache flag",
+        extra=extra,
+        title="Prefix caching: did the flag reach the engine?",
+        verbose=verbose,
+    )
+    raise typer.Exit(int(code))
+
+
+def _server_cache_config(url: str, api_key: str | None) -> list[dict[str, str]]:
+    import asyncio
+
+    from vllm_medic.serve.client import ServerClient
+
+    async def fetch() -> list[dict[str, str]]:
+        async with ServerClient(url, api_key=api_key) as client:
+            return (await client.metrics()).cache_config_info()
+
+    return asyncio.run(fetch())
