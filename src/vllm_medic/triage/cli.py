@@ -1,7 +1,134 @@
-"""Command registration for this stage (filled in by the stage's work)."""
+"""`vllm-medic triage`: first-anomaly triage across rank and node logs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from vllm_medic.cli_common import JsonOpt, JunitOpt
+
+LogsArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Log files, directories (recursive), globs, .gz files, or '-' for stdin.", metavar="LOG..."
+    ),
+]
+DockerOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--docker", help="Read `docker logs --timestamps CONTAINER` (repeatable).", metavar="CONTAINER"
+    ),
+]
+KubectlOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--kubectl",
+        help="Read `kubectl logs` of a POD, or of a selector given as '-l app=x' or "
+        "'app=x' (all containers; repeatable).",
+        metavar="POD|SELECTOR",
+    ),
+]
+PreviousOpt = Annotated[
+    bool, typer.Option("--previous", help="With --kubectl: also the previous (crashed) containers.")
+]
+CatalogueOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--catalogue",
+        help="Extra signature file (YAML, repeatable); its signatures are tried first.",
+        metavar="FILE",
+    ),
+]
+FollowOpt = Annotated[
+    bool,
+    typer.Option(
+        "--follow", "-f", help="Watch the logs live and print anomalies as they appear (Ctrl-C to stop)."
+    ),
+]
+
 
 def register(app: typer.Typer) -> None:
-    del app
+    app.command("triage")(triage_cmd)
+
+
+def triage_cmd(
+    logs: LogsArg = None,
+    docker: DockerOpt = None,
+    kubectl: KubectlOpt = None,
+    previous: PreviousOpt = False,
+    catalogue: CatalogueOpt = None,
+    follow: FollowOpt = False,
+    as_json: JsonOpt = False,
+    junit: JunitOpt = None,
+) -> None:
+    """Find the earliest root-cause line in failed-deployment logs, separate the cascade, say what to do.
+
+    Exit 1 when a root cause is found, 0 when none, 2 usage error, 3 the tool could not read its inputs.
+    """
+    from vllm_medic.triage.api import triage
+
+    if follow:
+        _follow(logs or [], docker or [], kubectl or [], catalogue or [], as_json)
+        return
+    result = triage(
+        logs or [],
+        docker=docker or [],
+        kubectl=kubectl or [],
+        previous=previous,
+        catalogue_paths=catalogue or [],
+    )
+    if junit is not None:
+        from vllm_medic.report.junit import write_junit
+
+        write_junit(junit, result.findings(), "vllm-medic.triage")
+    code = 1 if result.found else 0
+    if as_json:
+        from vllm_medic.report.jsonout import dumps
+
+        payload = result.to_dict()
+        payload["findings"] = [f.to_dict() for f in result.findings()]
+        payload["exit_code"] = code
+        sys.stdout.write(dumps(payload) + "\n")
+    else:
+        from vllm_medic.cli_common import console
+        from vllm_medic.triage.render import render
+
+        render(result, console())
+    raise typer.Exit(code)
+
+
+def _follow(
+    logs: list[str], docker: list[str], kubectl: list[str], catalogue: list[Path], as_json: bool
+) -> None:
+    import json
+    import threading
+
+    from vllm_medic.errors import UsageError
+    from vllm_medic.triage.api import Anomaly, follow
+
+    if not logs and not docker and not kubectl:
+        raise UsageError("--follow needs at least one log file, --docker or --kubectl")
+    if "-" in logs:
+        raise UsageError("--follow cannot read stdin; pipe into a file and follow that")
+    seen_root = threading.Event()
+
+    def show(a: Anomaly) -> None:
+        if a.role in ("root", "generic"):
+            seen_root.set()
+        if as_json:
+            sys.stdout.write(json.dumps(a.to_dict(), ensure_ascii=False) + "\n")
+        else:
+            sys.stdout.write(
+                f"[{a.role}] {a.category} {a.signature} {a.source}:{a.line}: {a.text.strip()[:400]}\n"
+            )
+        sys.stdout.flush()
+
+    stop = threading.Event()
+    try:
+        follow(logs, show, stop, docker=docker, kubectl=kubectl, catalogue_paths=catalogue)
+    except KeyboardInterrupt:
+        stop.set()
+    raise typer.Exit(1 if seen_root.is_set() else 0)

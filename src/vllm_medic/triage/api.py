@@ -1,0 +1,148 @@
+"""Public API of triage: `triage()`, `scan_text()`, `follow()`; `TriageResult.to_dict()` is `--json`."""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vllm_medic.errors import UsageError
+from vllm_medic.model import Finding
+from vllm_medic.redact import redact_text
+from vllm_medic.triage.catalogue import Catalogue, load_catalogue
+from vllm_medic.triage.follow import Anomaly, follow_sources
+from vllm_medic.triage.normalize import timestamp_str
+from vllm_medic.triage.scanner import Accumulator, SourceScanner, build_screens
+from vllm_medic.triage.sources import LogSource, check_inputs, expand_inputs, iter_streams
+from vllm_medic.triage.verdict import Verdict, judge, to_findings
+
+__all__ = ["Anomaly", "TriageResult", "follow", "scan_text", "triage"]
+
+
+@dataclass
+class TriageResult:
+    verdict: Verdict
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    catalogue_files: list[str] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return self.verdict.root is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        v = self.verdict
+        root = None
+        if v.root is not None:
+            ev = v.root.event
+            sig = v.root.signature
+            root = {
+                "category": v.category,
+                "signature": v.root.sig_id,
+                "title": sig.title if sig else "earliest error line (no known signature)",
+                "source": ev.source,
+                "line": ev.line,
+                "text": redact_text(ev.text),
+                "timestamp": timestamp_str(ev.timestamp),
+                "confidence": round(v.confidence, 2),
+                "reason": v.reason,
+                "rank": ev.rank,
+                "node": ev.node,
+                "process": ev.process,
+                "traceback_start": ev.traceback_start,
+                "phase_evidence": v.phase_evidence,
+                "context": {
+                    "before": [redact_text(x) for x in v.root.before],
+                    "after": [redact_text(x) for x in v.root.after],
+                },
+            }
+        cascade = []
+        for c in v.cascade:
+            c = dict(c)
+            c["first"] = dict(c["first"], text=redact_text(c["first"]["text"]))
+            cascade.append(c)
+        return {
+            "root_cause": root,
+            "cascade": cascade,
+            "fix": list(v.fix),
+            "docs": list(v.docs),
+            "sources": self.sources,
+            "warnings": self.warnings,
+            "catalogue": self.catalogue_files,
+        }
+
+    def findings(self) -> list[Finding]:
+        return to_findings(self.verdict)
+
+
+def _scan(sources: list[LogSource], catalogue: Catalogue, warnings: list[str]) -> TriageResult:
+    acc = Accumulator(warnings=warnings)
+    screen, served = build_screens(catalogue)
+    described: list[dict[str, Any]] = []
+    index = 0
+    for src in sources:
+        try:
+            for name, stream in iter_streams(src, warnings):
+                scanner = SourceScanner(
+                    catalogue, screen, served, acc, index, name, rank=src.rank, node=src.node
+                )
+                scanner.feed_stream(stream)
+                described.append(
+                    {"name": name, "lines": acc.lines.get(index, 0), "bytes": acc.bytes.get(index, 0)}
+                )
+                index += 1
+        except OSError as exc:
+            warnings.append(f"{src.name}: cannot read ({exc}), skipped")
+    result = TriageResult(judge(acc, catalogue), described, warnings, catalogue.files)
+    return result
+
+
+def triage(
+    inputs: list[str],
+    *,
+    docker: list[str] | tuple[str, ...] = (),
+    kubectl: list[str] | tuple[str, ...] = (),
+    previous: bool = False,
+    catalogue_paths: list[Path] | tuple[Path, ...] = (),
+) -> TriageResult:
+    """Scan every input and return the verdict. Raises UsageError when nothing could be read."""
+    check_inputs(list(inputs), docker, kubectl)
+    catalogue = load_catalogue(list(catalogue_paths))
+    warnings: list[str] = []
+    sources = expand_inputs(
+        list(inputs), docker=docker, kubectl=kubectl, previous=previous, warnings=warnings
+    )
+    if not sources:
+        raise UsageError("nothing to read: " + "; ".join(warnings) if warnings else "nothing to read")
+    return _scan(sources, catalogue, warnings)
+
+
+def scan_text(
+    text: str, source: str = "<text>", *, catalogue_paths: list[Path] | tuple[Path, ...] = ()
+) -> TriageResult:
+    """Triage a string (one log)."""
+    catalogue = load_catalogue(list(catalogue_paths))
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    src = LogSource(name=source, opener=lambda: io.BytesIO(data))
+    return _scan([src], catalogue, [])
+
+
+def follow(
+    inputs: list[str],
+    on_anomaly: Callable[[Anomaly], None],
+    stop: threading.Event,
+    *,
+    docker: list[str] | tuple[str, ...] = (),
+    kubectl: list[str] | tuple[str, ...] = (),
+    poll_s: float = 0.2,
+    catalogue_paths: list[Path] | tuple[Path, ...] = (),
+) -> None:
+    """Watch logs (tail -F semantics: rotation and truncation) and call `on_anomaly` for every root or
+    cascade line as it appears, until `stop` is set."""
+    catalogue = load_catalogue(list(catalogue_paths))
+    follow_sources(
+        list(inputs), catalogue, on_anomaly, stop, docker=list(docker), kubectl=list(kubectl), poll_s=poll_s
+    )

@@ -1,0 +1,224 @@
+"""The signature catalogue: ordered YAML data, validated on load, compiled once.
+
+Shipped files are `catalogue/*.yaml` in name order; users add files with `--catalogue FILE`.
+Order matters: for one line, the first signature whose pattern matches claims it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from vllm_medic.errors import UsageError
+from vllm_medic.model import CATEGORY_VALUES
+
+ROLES = ("root", "cascade", "noise")
+STRONG_PRIORITY = 50  # roots below this are weak signals: they win only when no strong root exists
+_SIG_KEYS = {
+    "id",
+    "patterns",
+    "traceback_patterns",
+    "category",
+    "runtime_category",
+    "role",
+    "priority",
+    "title",
+    "fix",
+    "docs",
+}
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    patterns: tuple[re.Pattern[str], ...]
+    category: str
+    role: str
+    priority: int
+    title: str
+    fix: tuple[str, ...] = ()
+    docs: tuple[str, ...] = ()
+    traceback_patterns: tuple[re.Pattern[str], ...] = ()
+    runtime_category: str | None = None
+    origin: str = ""
+
+    @property
+    def strong(self) -> bool:
+        return self.role == "root" and self.priority >= STRONG_PRIORITY
+
+    def matches(self, message: str, frames: list[str]) -> bool:
+        if any(p.search(message) for p in self.patterns):
+            return True
+        if frames and self.traceback_patterns:
+            joined = "\n".join(frames)
+            return any(p.search(joined) for p in self.traceback_patterns)
+        return False
+
+
+@dataclass
+class Catalogue:
+    signatures: list[Signature] = field(default_factory=list)
+    category_fix: dict[str, list[str]] = field(default_factory=dict)
+    category_docs: dict[str, list[str]] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+    def classify(self, message: str, frames: list[str] | None = None) -> Signature | None:
+        frames = frames or []
+        for sig in self.signatures:
+            if sig.matches(message, frames):
+                return sig
+        return None
+
+    def by_id(self, sig_id: str) -> Signature | None:
+        return next((s for s in self.signatures if s.id == sig_id), None)
+
+    def raw_patterns(self) -> list[str]:
+        """Every line-level pattern (not traceback-frame ones), for the prefilter and the grep baseline."""
+        return [p.pattern for s in self.signatures for p in s.patterns]
+
+
+def _fail(origin: str, where: str, why: str) -> UsageError:
+    return UsageError(f"catalogue {origin}: {where}: {why}")
+
+
+def _compile(origin: str, where: str, items: Any) -> tuple[re.Pattern[str], ...]:
+    if items is None:
+        return ()
+    if isinstance(items, str):
+        items = [items]
+    if not isinstance(items, list) or not all(isinstance(p, str) and p for p in items):
+        raise _fail(origin, where, "patterns must be a list of non-empty regular expressions")
+    out = []
+    for p in items:
+        try:
+            out.append(re.compile(p))
+        except re.error as exc:
+            raise _fail(origin, where, f"bad regular expression {p!r}: {exc}") from None
+    return tuple(out)
+
+
+def _str_list(origin: str, where: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _fail(origin, where, "must be a list of strings")
+    return tuple(value)
+
+
+def parse_signature(entry: Any, origin: str, index: int) -> Signature:
+    where = f"entry {index + 1}"
+    if not isinstance(entry, dict):
+        raise _fail(origin, where, "each signature must be a mapping")
+    sid = entry.get("id")
+    if not isinstance(sid, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_.\-]*", sid):
+        raise _fail(origin, where, "needs an `id` of lowercase letters, digits, '-', '_' or '.'")
+    where = f"entry {index + 1} ({sid})"
+    unknown = set(entry) - _SIG_KEYS
+    if unknown:
+        raise _fail(origin, where, f"unknown field(s) {sorted(unknown)}; allowed: {sorted(_SIG_KEYS)}")
+    category = entry.get("category")
+    if category not in CATEGORY_VALUES:
+        raise _fail(origin, where, f"category {category!r} is not one of {list(CATEGORY_VALUES)}")
+    runtime_category = entry.get("runtime_category")
+    if runtime_category is not None and runtime_category not in CATEGORY_VALUES:
+        raise _fail(
+            origin, where, f"runtime_category {runtime_category!r} is not one of {list(CATEGORY_VALUES)}"
+        )
+    role = entry.get("role", "root")
+    if role not in ROLES:
+        raise _fail(origin, where, f"role {role!r} is not one of {list(ROLES)}")
+    priority = entry.get("priority", 60 if role == "root" else 0)
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 100:
+        raise _fail(origin, where, "priority must be an integer 0-100")
+    patterns = _compile(origin, where, entry.get("patterns"))
+    tb_patterns = _compile(origin, where, entry.get("traceback_patterns"))
+    if not patterns and not tb_patterns:
+        raise _fail(origin, where, "needs at least one of `patterns` or `traceback_patterns`")
+    title = entry.get("title")
+    if not isinstance(title, str) or not title.strip():
+        raise _fail(origin, where, "needs a `title`")
+    return Signature(
+        id=sid,
+        patterns=patterns,
+        category=category,
+        role=role,
+        priority=priority,
+        title=title.strip(),
+        fix=_str_list(origin, f"{where} fix", entry.get("fix")),
+        docs=_str_list(origin, f"{where} docs", entry.get("docs")),
+        traceback_patterns=tb_patterns,
+        runtime_category=runtime_category,
+        origin=origin,
+    )
+
+
+def _parse_document(doc: Any, origin: str, cat: Catalogue) -> None:
+    if doc is None:
+        return
+    if isinstance(doc, list):
+        doc = {"signatures": doc}
+    if not isinstance(doc, dict):
+        raise _fail(origin, "top level", "must be a mapping with `signatures:` (or a list of signatures)")
+    unknown = set(doc) - {"version", "signatures", "categories"}
+    if unknown:
+        raise _fail(origin, "top level", f"unknown key(s) {sorted(unknown)}")
+    for name, spec in (doc.get("categories") or {}).items():
+        if name not in CATEGORY_VALUES:
+            raise _fail(origin, f"categories.{name}", f"not one of {list(CATEGORY_VALUES)}")
+        if not isinstance(spec, dict):
+            raise _fail(origin, f"categories.{name}", "must be a mapping with `fix:` and optional `docs:`")
+        cat.category_fix[name] = list(_str_list(origin, f"categories.{name}.fix", spec.get("fix")))
+        if spec.get("docs"):
+            cat.category_docs[name] = list(_str_list(origin, f"categories.{name}.docs", spec.get("docs")))
+    entries = doc.get("signatures") or []
+    if not isinstance(entries, list):
+        raise _fail(origin, "signatures", "must be a list")
+    seen = {s.id for s in cat.signatures}
+    for i, entry in enumerate(entries):
+        sig = parse_signature(entry, origin, i)
+        if sig.id in seen:
+            # A later file may override a shipped signature by reusing its id.
+            cat.signatures = [s for s in cat.signatures if s.id != sig.id]
+        seen.add(sig.id)
+        cat.signatures.append(sig)
+
+
+def _load_yaml(text: str, origin: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _fail(origin, "YAML", str(exc).splitlines()[0] if str(exc) else "cannot parse") from None
+
+
+def load_catalogue(extra: list[Path] | tuple[Path, ...] = ()) -> Catalogue:
+    """Shipped `catalogue/*.yaml` in name order, then the user's files in the order given.
+
+    User signatures go first so they can claim a line before the shipped ones do."""
+    cat = Catalogue()
+    shipped = resources.files("vllm_medic.triage") / "catalogue"
+    for entry in sorted(
+        (p for p in shipped.iterdir() if p.name.endswith((".yaml", ".yml"))), key=lambda p: p.name
+    ):
+        origin = f"catalogue/{entry.name}"
+        _parse_document(_load_yaml(entry.read_text(encoding="utf-8"), origin), origin, cat)
+        cat.files.append(origin)
+    if extra:
+        user = Catalogue()
+        for path in extra:
+            path = Path(path)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UsageError(f"catalogue {path}: cannot read: {exc}") from None
+            _parse_document(_load_yaml(text, str(path)), str(path), user)
+            cat.files.append(str(path))
+        user_ids = {s.id for s in user.signatures}
+        cat.signatures = user.signatures + [s for s in cat.signatures if s.id not in user_ids]
+        cat.category_fix.update(user.category_fix)
+        cat.category_docs.update(user.category_docs)
+    return cat

@@ -1,0 +1,273 @@
+"""Turn raw log lines into events: strip colour/CR, peel off process prefixes and timestamps.
+
+Everything here is pure and line-at-a-time so the scanner can call it only on the few lines its
+prefilter lets through. `normalize_line` never raises, whatever bytes it is given (fuzzed).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+
+# ANSI CSI sequences ("\x1b[36m"), plus the bare "[36m" left when ESC was lost by copy-paste.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|(?<![\w\]])\[(?:\d{1,3};)*\d{1,3}m")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+# Timestamps, tried in this order at the start of what is left of the line.
+_ISO = re.compile(
+    r"^\[?(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[T ](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?P<frac>[.,]\d+)?(?P<tz>Z|[+-]\d{2}:?\d{2})?\]?\s*"
+)
+_JOURNALD = re.compile(
+    r"^(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<d>\d{1,2}) "
+    r"(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2}) (?P<host>[\w.\-]+) (?P<unit>[\w.\-@/]+?)(?:\[(?P<pid>\d+)\])?: "
+)
+# vLLM: "INFO 11-30 02:01:46 [file.py:123] msg" (new) or "INFO 11-30 02:01:46 file.py:123] msg" (old)
+_VLLM = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL) (?P<mo>\d{2})-(?P<d>\d{2}) "
+    r"(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?P<frac>\.\d+)? \[?(?P<where>[\w.\-/]+:\d+)\]\s?"
+)
+# glog / torch C++: "[W1130 02:36:44.515165417 utils.cpp:68] msg", "E1130 02:36:44.5 123 file.cc:1] msg"
+_GLOG = re.compile(
+    r"^\[?(?P<lv>[IWEF])(?P<mo>\d{2})(?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?P<frac>\.\d+)?"
+    r"(?: +\d+)? (?P<where>[\w.\-/]+:\d+)\]\s?"
+)
+# Python logging default: "2024-04-17 20:07:13,727 - name - ERROR - msg" handled by _ISO then level words.
+_LEVEL_WORD = re.compile(
+    r"^(?:\[(?P<b>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]|(?P<w>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+    r"(?=[\s:\]]))[:\s]*"
+)
+
+# Process prefixes: "(APIServer pid=1) ", "(EngineCore_DP0 pid=7)", "(VllmWorker TP0 pid=3)",
+# "(RayWorkerWrapper pid=1355, ip=192.168.201.208)", "(pid=1058)".
+_PROC = re.compile(
+    r"^\((?P<name>[A-Za-z][\w\-]*(?: [A-Za-z]*\d+)?)?\s*(?:pid=(?P<pid>\d+))(?:,\s*ip=(?P<ip>[\w.:\-]+))?\)\s?"
+)
+# docker compose: "vllm  | msg", "vllm-1  | msg"
+_COMPOSE = re.compile(r"^(?P<svc>[\w.\-]+)?\s*\|\s(?=\S)")
+# NCCL: "host:pid:tid [rank] NCCL WARN msg" (rank is the local device index)
+_NCCL = re.compile(r"^(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] ")
+# torch distributed: "[rank0]: msg" and "[rank3]:[E ProcessGroupNCCL.cpp:563] msg"
+_TORCH_RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
+_TORCH_CPP = re.compile(r"^\[(?P<lv>[IWEF]) (?P<where>[\w.\-/]+:\d+)\]\s?")
+# kubectl --prefix: "[pod/vllm-0/vllm] msg"
+_KUBE_PREFIX = re.compile(r"^\[pod/(?P<pod>[\w.\-]+)/(?P<container>[\w.\-]+)\]\s")
+
+_TAGS = re.compile(r"^(?:\[[A-Za-z][\w .\-]*\]\s*)+(?:>>>\s?)?")
+_RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+_RANK_IN_NAME = re.compile(r"(?:TP|DP|PP|EP|_|-|rank)(?P<n>\d+)$", re.IGNORECASE)
+_RANK_IN_MSG = re.compile(r"\[(?:PG \d+ )?Rank (?P<n>\d+)\]")
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1
+    )
+}
+_LEVEL_OF_GLOG = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
+
+MAX_LINE_CHARS = 64 * 1024
+DEFAULT_YEAR = 2000  # leap year so "02-29" parses; used only for ordering yearless vLLM stamps
+
+
+@dataclass
+class Event:
+    """One normalised log line (or one traceback collapsed onto its exception line)."""
+
+    source: str
+    line: int
+    text: str
+    message: str
+    level: str | None = None
+    process: str | None = None
+    pid: int | None = None
+    rank: int | None = None
+    node: str | None = None
+    timestamp: datetime | None = None
+    timestamp_text: str | None = None
+    offset: int = 0
+    traceback_start: int | None = None
+    frames: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "line": self.line,
+            "text": self.text,
+            "message": self.message,
+            "level": self.level,
+            "process": self.process,
+            "pid": self.pid,
+            "rank": self.rank,
+            "node": self.node,
+            "timestamp": timestamp_str(self.timestamp),
+        }
+
+
+def timestamp_str(ts: datetime | None) -> str | None:
+    """ISO-8601 when the log gave a year; vLLM's own stamps have none, so those print as `MM-DD HH:MM:SS`."""
+    if ts is None:
+        return None
+    if ts.year == DEFAULT_YEAR:
+        return ts.strftime("%m-%d %H:%M:%S") + (f".{ts.microsecond:06d}" if ts.microsecond else "")
+    return ts.isoformat()
+
+
+def decode(raw: bytes) -> str:
+    """Bytes to text: UTF-8 with replacement, NULs dropped, capped so one huge line cannot blow memory."""
+    if len(raw) > MAX_LINE_CHARS:
+        raw = raw[:MAX_LINE_CHARS]
+    return raw.replace(b"\x00", b"").decode("utf-8", "replace").rstrip("\r\n")
+
+
+def strip_ansi(text: str) -> str:
+    text = _ANSI.sub("", text)
+    if "\r" in text:
+        # A carriage return inside a line is a progress bar redraw: keep what was drawn last.
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = parts[-1] if parts else ""
+    return _CONTROL.sub("", text)
+
+
+def _iso_time(m: re.Match[str]) -> datetime | None:
+    try:
+        frac = m.group("frac")
+        micro = int((frac[1:] + "000000")[:6]) if frac else 0
+        return datetime(
+            int(m.group("y")),
+            int(m.group("mo")),
+            int(m.group("d")),
+            int(m.group("h")),
+            int(m.group("mi")),
+            int(m.group("s")),
+            micro,
+        )
+    except (ValueError, TypeError):
+        return None
+
+
+def _short_time(m: re.Match[str], year: int) -> datetime | None:
+    try:
+        mo = _MONTHS[m.group("mon")] if "mon" in m.re.groupindex else int(m.group("mo"))
+        frac = m.groupdict().get("frac")
+        micro = int((frac[1:] + "000000")[:6]) if frac else 0
+        return datetime(
+            year, mo, int(m.group("d")), int(m.group("h")), int(m.group("mi")), int(m.group("s")), micro
+        )
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def normalize_line(
+    raw: str | bytes, source: str = "<text>", line: int = 1, *, year: int | None = None
+) -> Event:
+    """Parse one line into an Event. Prefixes are peeled in the order real tools stack them:
+    docker/kubectl timestamp, compose/kubectl prefix, Ray/vLLM process, torch rank, level+time, NCCL."""
+    text = decode(raw) if isinstance(raw, bytes) else raw[:MAX_LINE_CHARS].rstrip("\r\n")
+    clean = strip_ansi(text)
+    ev = Event(source=source, line=line, text=text, message=clean)
+    rest = clean.lstrip(" ")
+    outer_year: int | None = year
+    for _ in range(8):  # bounded: each pass must consume a prefix
+        before = rest
+        if m := _ISO.match(rest):
+            ts = _iso_time(m)
+            if ts is not None:
+                outer_year = ts.year
+                if ev.timestamp is None or ev.timestamp.year == DEFAULT_YEAR:
+                    ev.timestamp, ev.timestamp_text = ts, m.group(0).strip(" []")
+            rest = rest[m.end() :]
+        elif m := _KUBE_PREFIX.match(rest):
+            ev.node = ev.node or m.group("pod")
+            rest = rest[m.end() :]
+        elif m := _PROC.match(rest):
+            ev.process = (m.group("name") or "").strip() or None
+            ev.pid = int(m.group("pid"))
+            if m.group("ip"):
+                ev.node = m.group("ip")
+            if ev.process and (r := _RANK_IN_NAME.search(ev.process.replace(" ", ""))):
+                ev.rank = int(r.group("n"))
+            rest = rest[m.end() :]
+            if rest[:1] == " " and rest.lstrip(" ")[:1] in ("[", ""):
+                rest = rest.lstrip(" ")
+        elif m := _TORCH_RANK.match(rest):
+            ev.rank = int(m.group("rank"))
+            rest = rest[m.end() :]
+        elif m := _VLLM.match(rest):
+            ev.level = "WARNING" if m.group("level") == "WARN" else m.group("level")
+            ts = _short_time(m, outer_year or DEFAULT_YEAR)
+            if ts is not None and ev.timestamp is None:
+                ev.timestamp, ev.timestamp_text = ts, m.group(0)[len(m.group("level")) + 1 :][:14].strip()
+            rest = rest[m.end() :]
+            break
+        elif m := _GLOG.match(rest):
+            ev.level = _LEVEL_OF_GLOG[m.group("lv")]
+            ts = _short_time(m, outer_year or DEFAULT_YEAR)
+            if ts is not None and ev.timestamp is None:
+                ev.timestamp, ev.timestamp_text = (
+                    ts,
+                    f"{m.group('mo')}-{m.group('d')} {m.group('h')}:{m.group('mi')}:{m.group('s')}",
+                )
+            rest = rest[m.end() :]
+            break
+        elif m := _TORCH_CPP.match(rest):
+            ev.level = _LEVEL_OF_GLOG[m.group("lv")]
+            rest = rest[m.end() :]
+            break
+        elif m := _JOURNALD.match(rest):
+            ts = _short_time(m, outer_year or DEFAULT_YEAR)
+            if ts is not None and ev.timestamp is None:
+                ev.timestamp, ev.timestamp_text = ts, m.group(0).split(m.group("host"))[0].strip()
+            ev.node = ev.node or m.group("host")
+            if m.group("pid"):
+                ev.pid = int(m.group("pid"))
+            rest = rest[m.end() :]
+        elif m := _NCCL.match(rest):
+            ev.node = ev.node or m.group("host")
+            ev.pid = int(m.group("pid"))
+            if ev.rank is None:
+                ev.rank = int(m.group("dev"))
+            ev.process = ev.process or "NCCL"
+            rest = rest[m.end() :]
+            if rest.startswith("NCCL WARN") or " NCCL WARN " in rest[:80]:
+                ev.level = "WARNING"
+            elif rest.startswith("NCCL INFO"):
+                ev.level = "INFO"
+            break
+        elif m := _COMPOSE.match(rest):
+            if m.group("svc"):
+                ev.node = ev.node or m.group("svc")
+            rest = rest[m.end() :]
+        elif m := _LEVEL_WORD.match(rest):
+            ev.level = (
+                "WARNING" if (m.group("b") or m.group("w")) == "WARN" else (m.group("b") or m.group("w"))
+            )
+            rest = rest[m.end() :]
+        if rest == before:
+            break
+    consumed = len(rest) != len(clean.lstrip(" "))
+    if not consumed:
+        rest = clean  # no prefix at all: keep the indentation, tracebacks need it
+    if ev.rank is None and (r := _RANK_IN_MSG.search(rest[:200])):
+        ev.rank = int(r.group("n"))
+    if ev.level is not None and (m := _TAGS.match(rest)):
+        rest = rest[m.end() :]  # "[MainThread] [asyncio] >>> " left by custom logging formats
+    rest = _RAY_REPEAT.sub("", rest)
+    ev.message = rest
+    return ev
+
+
+def normalize(lines: list[str] | str, source: str = "<text>") -> list[Event]:
+    """Normalise lines (or one text) into events, collapsing tracebacks onto their exception line."""
+    from vllm_medic.triage.tracebacks import TracebackFolder
+
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    folder = TracebackFolder()
+    out: list[Event] = []
+    for i, raw in enumerate(lines, 1):
+        ev = normalize_line(raw, source, i)
+        kept = folder.feed(ev)
+        if kept is not None:
+            out.append(kept)
+    return out

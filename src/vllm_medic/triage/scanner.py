@@ -1,0 +1,308 @@
+"""Stream a log in large binary blocks; only blocks the prefilter flags are split into lines.
+
+Memory stays bounded whatever the input: one block (4 MiB) plus, per signature and source, the
+first occurrence and a few counters. A line longer than `MAX_LINE_BYTES` is cut for matching and
+the rest of it skipped without being held.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import BinaryIO
+
+from vllm_medic.triage.catalogue import Catalogue, Signature
+from vllm_medic.triage.normalize import Event, normalize_line
+from vllm_medic.triage.prefilter import GENERIC_PATTERNS, SERVED_PATTERNS, Screen
+from vllm_medic.triage.tracebacks import EXCEPTION_LINE, TracebackFolder
+
+BLOCK_BYTES = 4 * 1024 * 1024
+MAX_LINE_BYTES = 1024 * 1024
+CONTEXT_LINES = 3
+_MAX_RANKS = 4096
+_MAX_NAMES = 64
+_GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
+_FATAL_WORD = re.compile(r"\bFATAL\b|\bFatal error\b|\bpanic:")
+
+
+@dataclass
+class Hit:
+    """One recorded event with its classification and the lines around it."""
+
+    event: Event
+    signature: Signature | None
+    source_index: int
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+
+    @property
+    def sig_id(self) -> str:
+        return self.signature.id if self.signature else "generic-error"
+
+
+@dataclass
+class SigStats:
+    count: int = 0
+    ranks: set[int] = field(default_factory=set)
+    sources: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+
+    def add(self, ev: Event) -> None:
+        self.count += 1
+        if ev.rank is not None and len(self.ranks) < _MAX_RANKS:
+            self.ranks.add(ev.rank)
+        if ev.source not in self.sources and len(self.sources) < _MAX_NAMES:
+            self.sources.append(ev.source)
+        if ev.node and ev.node not in self.nodes and len(self.nodes) < _MAX_NAMES:
+            self.nodes.append(ev.node)
+
+
+@dataclass
+class Accumulator:
+    """What a scan keeps: first hit per (signature, source), counts, and served-traffic evidence."""
+
+    first: dict[tuple[str, int], Hit] = field(default_factory=dict)
+    stats: dict[str, SigStats] = field(default_factory=dict)
+    served: dict[int, Event] = field(default_factory=dict)
+    lines: dict[int, int] = field(default_factory=dict)
+    bytes: dict[int, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def record(self, hit: Hit) -> bool:
+        """Count the hit; keep it when it is the first of its kind in its source. True when kept."""
+        self.stats.setdefault(hit.sig_id, SigStats()).add(hit.event)
+        key = (hit.sig_id, hit.source_index)
+        if key in self.first:
+            return False
+        self.first[key] = hit
+        return True
+
+
+def classify(catalogue: Catalogue, ev: Event) -> tuple[Signature | None, bool]:
+    """(signature, is_generic_anomaly). Noise signatures return (sig, False) and are dropped later."""
+    sig = catalogue.classify(ev.message, ev.frames)
+    if sig is not None:
+        return sig, False
+    msg = ev.message
+    if not msg.strip() or msg[:1] in (" ", "\t"):
+        return None, False
+    if ev.traceback_start is not None:
+        return None, True
+    if ev.level in _GENERIC_LEVELS:
+        return None, True
+    stripped = msg.strip()
+    return None, bool(EXCEPTION_LINE.match(stripped) or _FATAL_WORD.search(stripped))
+
+
+class SourceScanner:
+    """Scans one source; call `feed_stream`. Keeps per-source state (line numbers, timestamps)."""
+
+    def __init__(
+        self,
+        catalogue: Catalogue,
+        screen: Screen,
+        served: Screen,
+        acc: Accumulator,
+        index: int,
+        name: str,
+        *,
+        rank: int | None = None,
+        node: str | None = None,
+    ) -> None:
+        self.cat = catalogue
+        self.screen = screen
+        self.served_screen = served
+        self.acc = acc
+        self.index = index
+        self.name = name
+        self.rank = rank
+        self.node = node
+        self.line_no = 0
+        self.last_ts: datetime | None = None
+        self.year: int | None = None
+        self.tail: deque[str] = deque(maxlen=CONTEXT_LINES)
+        self.folder = TracebackFolder()
+        self.pending_after: list[Hit] = []
+        self.total_bytes = 0
+
+    # -- block level -------------------------------------------------------------------------
+    def feed_stream(self, stream: BinaryIO) -> None:
+        leftover = b""
+        skipping_long = False
+        while True:
+            try:
+                data = stream.read(BLOCK_BYTES)
+            except (EOFError, zlib.error, OSError) as exc:
+                self.acc.warnings.append(
+                    f"{self.name}: read stopped after line {self.line_no} ({type(exc).__name__}: {exc}); "
+                    "the part before it was scanned"
+                )
+                data = b""
+            if not data:
+                break
+            self.total_bytes += len(data)
+            buf = leftover + data if leftover else data
+            if skipping_long:
+                nl = buf.find(b"\n")
+                if nl < 0:
+                    leftover = b""
+                    continue
+                buf = buf[nl + 1 :]
+                skipping_long = False
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                if len(buf) > MAX_LINE_BYTES:
+                    self._long_line(buf)
+                    skipping_long = True
+                    leftover = b""
+                else:
+                    leftover = buf
+                continue
+            self._block(buf[: cut + 1])
+            leftover = buf[cut + 1 :]
+            if len(leftover) > MAX_LINE_BYTES:
+                self._long_line(leftover)
+                skipping_long = True
+                leftover = b""
+        if leftover:
+            self._block(leftover + b"\n")
+        self.acc.lines[self.index] = self.line_no
+        self.acc.bytes[self.index] = self.total_bytes
+
+    def _long_line(self, head: bytes) -> None:
+        self.acc.warnings.append(
+            f"{self.name}: line {self.line_no + 1} is longer than {MAX_LINE_BYTES // 1024} KiB; "
+            "only its start was scanned"
+        )
+        self._block(head[:MAX_LINE_BYTES] + b"\n")
+
+    def _block(self, block: bytes) -> None:
+        if self.index not in self.acc.served and self.served_screen.search(block) >= 0:
+            self._note_served(block)
+        positions = self.screen.positions(block)
+        if not positions and not self.folder.inside:
+            self._skip(block)
+            return
+        lines = block.split(b"\n")
+        lines.pop()
+        wanted = _line_indices(block, positions)
+        self._fill_after(lines)
+        base = self.line_no
+        for i, raw in enumerate(lines):
+            if i not in wanted and not self.folder.inside:
+                continue
+            ev = normalize_line(raw, self.name, base + i + 1, year=self.year)
+            if (
+                ev.timestamp is not None
+                and ev.timestamp_text
+                and ev.timestamp_text[:1].isdigit()
+                and len(ev.timestamp_text) > 14
+            ):
+                self.year = ev.timestamp.year
+            kept = self.folder.feed(ev)
+            if kept is None:
+                continue
+            self._consider(kept, lines, max(0, i - (ev.line - kept.line)), base)
+        self.line_no = base + len(lines)
+        self._update_tail_and_time(lines)
+
+    def _skip(self, block: bytes) -> None:
+        n = block.count(b"\n")
+        if n >= CONTEXT_LINES + 1 or not self.tail:
+            start = len(block)
+            for _ in range(min(n, 64) + 1):
+                start = block.rfind(b"\n", 0, start - 1) if start > 1 else -1
+                if start < 0:
+                    break
+            tail_lines = block[start + 1 :].split(b"\n")[:-1]
+        else:
+            tail_lines = block.split(b"\n")[:-1]
+        if self.pending_after:
+            self._fill_after(block[: 4096 * CONTEXT_LINES].split(b"\n")[:CONTEXT_LINES])
+        self.line_no += n
+        self._update_tail_and_time(tail_lines)
+
+    def _update_tail_and_time(self, lines: list[bytes]) -> None:
+        for raw in lines[-CONTEXT_LINES:]:
+            self.tail.append(raw[:4096].decode("utf-8", "replace").rstrip("\r"))
+        for raw in reversed(lines[-64:]):
+            ev = normalize_line(raw[:512], self.name, 0, year=self.year)
+            if ev.timestamp is not None:
+                self.last_ts = ev.timestamp
+                break
+
+    def _fill_after(self, lines: list[bytes]) -> None:
+        if not self.pending_after:
+            return
+        still = []
+        for hit in self.pending_after:
+            need = CONTEXT_LINES - len(hit.after)
+            hit.after.extend(r[:4096].decode("utf-8", "replace").rstrip("\r") for r in lines[:need])
+            if len(hit.after) < CONTEXT_LINES and len(lines) < need:
+                still.append(hit)
+        self.pending_after = still
+
+    def _note_served(self, block: bytes) -> None:
+        pos = self.served_screen.search(block)
+        start = block.rfind(b"\n", 0, pos) + 1
+        end = block.find(b"\n", pos)
+        raw = block[start : end if end >= 0 else len(block)]
+        ev = normalize_line(raw, self.name, self.line_no + block.count(b"\n", 0, start) + 1, year=self.year)
+        if ev.timestamp is None:
+            ev.timestamp = self.last_ts
+        self.acc.served[self.index] = ev
+
+    # -- line level --------------------------------------------------------------------------
+    def _consider(self, ev: Event, lines: list[bytes], idx: int, base: int) -> None:
+        sig, generic = classify(self.cat, ev)
+        if sig is not None and sig.role == "noise":
+            return
+        if sig is None and not generic:
+            return
+        if ev.rank is None:
+            ev.rank = self.rank
+        if ev.node is None:
+            ev.node = self.node
+        if ev.timestamp is None:
+            ev.timestamp = self._inherit_time(lines, idx)
+        hit = Hit(ev, sig, self.index)
+        if not self.acc.record(hit):
+            return
+        lo = max(0, idx - CONTEXT_LINES)
+        before = [r[:4096].decode("utf-8", "replace").rstrip("\r") for r in lines[lo:idx]]
+        if len(before) < CONTEXT_LINES and idx - CONTEXT_LINES < 0:
+            before = list(self.tail)[len(before) - CONTEXT_LINES :] + before if before else list(self.tail)
+        hit.before = before[-CONTEXT_LINES:]
+        hit.after = [
+            r[:4096].decode("utf-8", "replace").rstrip("\r") for r in lines[idx + 1 : idx + 1 + CONTEXT_LINES]
+        ]
+        if len(hit.after) < CONTEXT_LINES:
+            self.pending_after.append(hit)
+
+    def _inherit_time(self, lines: list[bytes], idx: int) -> datetime | None:
+        for j in range(idx - 1, max(-1, idx - 200), -1):
+            ev = normalize_line(lines[j][:512], self.name, 0, year=self.year)
+            if ev.timestamp is not None:
+                return ev.timestamp
+        return self.last_ts
+
+
+def _line_indices(block: bytes, positions: list[int]) -> set[int]:
+    out: set[int] = set()
+    count = 0
+    last = 0
+    for pos in positions:
+        count += block.count(b"\n", last, pos)
+        last = pos
+        out.add(count)
+    return out
+
+
+def build_screens(catalogue: Catalogue, *, use_re2: bool = True) -> tuple[Screen, Screen]:
+    return (
+        Screen([*catalogue.raw_patterns(), *GENERIC_PATTERNS], use_re2=use_re2),
+        Screen(SERVED_PATTERNS, use_re2=use_re2),
+    )
