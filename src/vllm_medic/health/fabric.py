@@ -17,7 +17,7 @@ _NO_SYSTEMD = re.compile(r"(System has not been booted with systemd|Failed to co
 _NOT_FOUND = re.compile(r"(could not be found|not-found|Unit .* not found|No such file)", re.I)
 _ACTIVE_LINE = re.compile(r"^\s*Active:\s*(\S+)(?:\s*\(([^)]*)\))?", re.M)
 _FM_MISMATCH = re.compile(
-    r"fabric manager NVIDIA GPU driver interface version (?P<fm>[\d.]+) do(?:n['’]t|esn['’]t) match with driver version (?P<drv>[\d.]+)",
+    r"fabric manager NVIDIA GPU driver interface version (?P<fm>\d+(?:\.\d+)*) do(?:n['’]t|esn['’]t) match with driver version (?P<drv>\d+(?:\.\d+)*)",
     re.I,
 )
 _NOTHING_TO_DO = re.compile(r"NV_WARN_NOTHING_TO_DO")
