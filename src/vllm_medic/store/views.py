@@ -27,6 +27,7 @@ archive — attachment ``snapshot.json`` (``Snapshot.to_dict()``) and/or step ``
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,14 +60,17 @@ class SoakSample:
 def _num(v: Any) -> float | None:
     if isinstance(v, bool):
         return None
-    if isinstance(v, int | float):
-        return float(v) if v == v else None  # NaN → None
-    if isinstance(v, str):
+    if isinstance(v, int | float | str):
         try:
-            return float(v)
-        except ValueError:
+            f = float(v)
+        except (ValueError, OverflowError):
             return None
+        return f if math.isfinite(f) else None  # NaN / inf are not measurements
     return None
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
 
 
 def _first(d: dict[str, Any], *keys: str) -> Any:
@@ -222,34 +226,35 @@ def prefix_hit_ratio(run: dict[str, Any]) -> float | None:
 def _topology_text(topo: Any) -> str:
     if isinstance(topo, str):
         return topo
-    if isinstance(topo, dict) and isinstance(topo.get("matrix"), dict) and topo["matrix"]:
-        devices = topo.get("devices") or list(topo["matrix"])
-        rows = ["\t".join(["", *devices])]
-        for r in devices:
-            row = topo["matrix"].get(r, {})
-            rows.append("\t".join([r, *(str(row.get(c, "")) for c in devices)]))
-        return "\n".join(rows)
-    return ""
+    matrix = _dict(_dict(topo).get("matrix"))
+    if not matrix:
+        return ""
+    devices = _dict(topo).get("devices")
+    devices = [str(d) for d in devices] if isinstance(devices, list) and devices else [str(k) for k in matrix]
+    rows = ["\t".join(["", *devices])]
+    for r in devices:
+        row = _dict(matrix.get(r))
+        rows.append("\t".join([r, *(str(row.get(c, "")) for c in devices)]))
+    return "\n".join(rows)
 
 
 def environment(run: dict[str, Any], snapshot: dict[str, Any] | None) -> dict[str, Any]:
     """One flat record of what the run ran on; archive step data wins over the snapshot (it is the
     server's own view), the snapshot fills the rest. Values: str, int, list[str] or None."""
-    snap = snapshot or {}
+    snap = _dict(snapshot)
     arch = _step_data(run, "archive")
-    meta = run.get("meta") or {}
-    drv = snap.get("driver") or {}
-    img = snap.get("image") or {}
-    arch_img = arch.get("image") if isinstance(arch.get("image"), dict) else {}
-    vl = snap.get("vllm") or {}
-    gpus_snap = [g.get("name") or "?" for g in snap.get("gpus") or [] if isinstance(g, dict)]
+    meta = _dict(run.get("meta"))
+    drv, img, vl = _dict(snap.get("driver")), _dict(snap.get("image")), _dict(snap.get("vllm"))
+    arch_img = _dict(arch.get("image"))
+    snap_gpus = snap.get("gpus") if isinstance(snap.get("gpus"), list) else []
+    gpus_snap = [g.get("name") or "?" for g in snap_gpus if isinstance(g, dict)]
     gpus = arch.get("gpus") if isinstance(arch.get("gpus"), list) else gpus_snap
     gpus = [str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in gpus]
     declared = _num(arch.get("gpu_count"))
     gpu_count = int(declared) if declared else (len(gpus) if gpus else None)
     launch = (
         _first(arch, "launch_args", "argv")
-        or (snap.get("launch") or {}).get("argv")
+        or _dict(snap.get("launch")).get("argv")
         or meta.get("launch_args")
     )
     if isinstance(launch, str):
@@ -265,7 +270,7 @@ def environment(run: dict[str, Any], snapshot: dict[str, Any] | None) -> dict[st
         "gpus": sorted(set(gpus)) if gpus else [],
         "topology": _topology_text(arch.get("topology")) or _topology_text(snap.get("topology")),
         "launch_args": [str(a) for a in launch] if isinstance(launch, list) else [],
-        "host": (snap.get("host") or {}).get("hostname") or snap.get("node") or run.get("host"),
+        "host": _dict(snap.get("host")).get("hostname") or snap.get("node") or run.get("host"),
         "key_log_lines": [str(x) for x in logs] if isinstance(logs, list) else [str(logs)],
     }
 
