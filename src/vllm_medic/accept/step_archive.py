@@ -56,6 +56,7 @@ def _snapshot_dict(snapshot: Any) -> dict[str, Any] | None:
         return None
     if isinstance(snapshot, dict):
         return snapshot
+    snapshot = getattr(snapshot, "snapshot", snapshot)  # collect's CollectResult wraps the Snapshot
     to_dict = getattr(snapshot, "to_dict", None)
     return to_dict() if callable(to_dict) else None
 

@@ -78,6 +78,9 @@ def break_reason(
     if log_hits.get("oom"):
         return "oom", f"server OOM in the log: {log_hits['oom'][0]}"
     health_503 = any(h.get("status") == 503 for h in level["health_failures"])
+    dead_replies = [e for e in level.get("error_examples", []) if ENGINE_DEATH_LINE.search(e)]
+    if dead_replies and not log_hits.get("engine_death"):
+        log_hits = {**log_hits, "engine_death": [f"server answered: {dead_replies[0]}"]}
     refused = any(h.get("error_kind") == "refused" for h in level["health_failures"])
     if health_503 or log_hits.get("engine_death") or level.get("engine_restarts"):
         why = "/health answered 503" if health_503 else (log_hits.get("engine_death") or ["counter reset"])[0]

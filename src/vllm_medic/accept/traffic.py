@@ -66,7 +66,8 @@ async def _watch(ctx: RunContext, log: WatchLog, stop: asyncio.Event, t0: float)
     from vllm_medic.serve.client import EndpointError
     from vllm_medic.serve.metrics import KV_CACHE_USAGE, REQUESTS_RUNNING, REQUESTS_WAITING
 
-    while not stop.is_set():
+    while True:
+        final = stop.is_set()  # one last look after the traffic stopped: a crash shows up there
         health = await ctx.client.health(timeout_s=5.0)
         log.health_checks += 1
         if not health.ok:
@@ -90,6 +91,8 @@ async def _watch(ctx: RunContext, log: WatchLog, stop: asyncio.Event, t0: float)
                 if v is not None:
                     cur = getattr(log, attr)
                     setattr(log, attr, v if cur is None else max(cur, v))
+        if final:
+            return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=WATCH_INTERVAL_S)
 

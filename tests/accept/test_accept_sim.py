@@ -1,0 +1,149 @@
+"""`vllm-medic accept` end to end against the in-process sim: the happy path and every injected fault."""
+
+from __future__ import annotations
+
+import socket
+
+from vllm_medic.store.api import open_store
+
+QUICK = ("--quick", "--no-collect", "--soak", "2s")
+
+
+def test_happy_path_passes_every_step(sim, accept, db_url):
+    s = sim(tool_call_parser="hermes", enable_auto_tool_choice=True, enable_prompt_tokens_details=True)
+    r = accept(s.url, *QUICK)
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert r.json["verdict"] == "pass"
+    assert [st["name"] for st in r.json["steps"]] == [
+        "start",
+        "basic",
+        "prefix_reuse",
+        "ramp",
+        "soak",
+        "archive",
+    ]
+    assert all(st["status"] in ("pass", "warn") for st in r.json["steps"])
+    reuse = r.step("prefix_reuse")["data"]
+    assert reuse["hits_delta"] > 0 and reuse["block_size"] == 16
+    assert reuse["cached_tokens"][1] > 0
+    ramp = r.step("ramp")["data"]
+    assert [lv["concurrency"] for lv in ramp["levels"]] == [1, 2, 4]
+    assert ramp["max_sustainable_concurrency"] == 4
+    assert ramp["levels"][0]["ttft_ms"]["p50"] > 0
+    # Every step is in the store, finished, with the same verdict.
+    run = open_store(db_url).get_run(r.json["run_id"])
+    assert run["status"] == "finished" and run["verdict"] == "pass"
+    assert [st["name"] for st in run["steps"]] == [st["name"] for st in r.json["steps"]]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_nothing_listening_fails_start_and_skips_the_rest(accept, db_url):
+    r = accept(f"http://127.0.0.1:{_free_port()}", "--ready-timeout", "1s", *QUICK)
+    assert r.exit_code == 1
+    assert r.json["verdict"] == "fail"
+    assert r.finding_ids("start") == ["ACC-START-001"]
+    assert "nothing is answering" in r.step("start")["findings"][0]["title"]
+    for name in ("basic", "prefix_reuse", "ramp", "soak"):
+        assert r.step(name)["status"] == "skipped"
+    assert open_store(db_url).get_run(r.json["run_id"])["verdict"] == "fail"
+
+
+def test_http_5xx_fails_basic_with_the_status(sim, accept):
+    s = sim(error_rate=1.0, error_status=503)
+    r = accept(s.url, "--steps", "basic")
+    assert r.exit_code == 1
+    ids = r.finding_ids("basic")
+    assert "ACC-BASIC-001" in ids and "ACC-BASIC-003" in ids
+    chat = next(f for f in r.step("basic")["findings"] if f["id"] == "ACC-BASIC-001")
+    assert "HTTP 503" in chat["evidence"][0]
+
+
+def test_mid_stream_disconnect_is_a_stream_failure(sim, accept):
+    s = sim(disconnect_rate=1.0, disconnect_after=2, tool_call_parser="hermes")
+    r = accept(s.url, "--steps", "basic")
+    assert r.exit_code == 1
+    stream = r.step("basic")["data"]["stream"]
+    assert stream["error_kind"] in ("disconnect", "reset")
+    assert "ACC-BASIC-004" in r.finding_ids("basic") or "ACC-BASIC-003" in r.finding_ids("basic")
+
+
+def test_malformed_sse_is_named(sim, accept):
+    s = sim(malformed_sse_rate=1.0, tool_call_parser="hermes")
+    r = accept(s.url, "--steps", "basic")
+    assert r.exit_code == 1
+    f = next(f for f in r.step("basic")["findings"] if f["id"] == "ACC-BASIC-004")
+    assert any("malformed" in e for e in f["evidence"])
+
+
+def test_stalled_stream_times_out_instead_of_hanging(sim, accept):
+    s = sim(stall_rate=1.0, stall_after=2, stall_s=60.0, tool_call_parser="hermes")
+    r = accept(s.url, "--steps", "basic", "--request-timeout", "2s")
+    assert r.exit_code == 1
+    stream = r.step("basic")["data"]["stream"]
+    assert stream["error_kind"] in ("stall", "timeout")
+
+
+def test_tool_arguments_breaking_the_schema_fail_with_the_arguments(sim, accept):
+    s = sim(tool_call_parser="hermes", enable_auto_tool_choice=True, bad_tool_args=True)
+    r = accept(s.url, "--steps", "basic")
+    assert r.exit_code == 1
+    f = next(f for f in r.step("basic")["findings"] if f["id"] == "ACC-BASIC-008")
+    assert "'true'" in f["evidence"][0] and "is not of type 'object'" in f["evidence"][0]
+
+
+def test_no_tool_parser_is_its_own_finding_with_the_flag(sim, accept):
+    s = sim()
+    r = accept(s.url, "--steps", "basic")
+    f = next(f for f in r.step("basic")["findings"] if f["id"] == "ACC-BASIC-005")
+    assert "requires --tool-call-parser" in f["evidence"][0]
+    assert "--enable-auto-tool-choice --tool-call-parser" in f["fix"][0] and "kimi_k3" in f["fix"][0]
+
+
+def test_prefix_caching_off_fails_with_the_flag(sim, accept):
+    s = sim(enable_prefix_caching=False)
+    r = accept(s.url, "--steps", "prefix_reuse", "--quick")
+    assert r.exit_code == 1
+    f = r.step("prefix_reuse")["findings"][0]
+    assert f["id"] == "ACC-PREFIX-001" and f["category"] == "prefix_cache"
+    assert 'enable_prefix_caching="False"' in f["evidence"][0]
+    assert "--enable-prefix-caching" in f["fix"][0]
+
+
+def test_legacy_metric_names_still_measure_reuse(sim, accept):
+    s = sim(metric_names="legacy")
+    r = accept(s.url, "--steps", "prefix_reuse", "--quick")
+    data = r.step("prefix_reuse")["data"]
+    assert data["hits_metric"].startswith("vllm:gpu_prefix_cache_hits")
+    assert data["hits_delta"] > 0
+    assert r.step("prefix_reuse")["status"] == "pass"
+
+
+def test_crash_at_concurrency_stops_the_ramp_and_says_engine_death(sim, accept, db_url):
+    s = sim(crash_at_concurrency=3, crash_exit_after_s=5.0)
+    r = accept(s.url, "--steps", "ramp", "--concurrency", "1,2,4,8", "--requests-per-step", "8")
+    assert r.exit_code == 1
+    ramp = r.step("ramp")
+    levels = ramp["data"]["levels"]
+    assert [lv["concurrency"] for lv in levels] == [1, 2, 4]
+    assert levels[-1]["status"] == "broken" and levels[-1]["break_kind"] == "engine_death"
+    assert ramp["data"]["max_sustainable_concurrency"] == 2
+    f = ramp["findings"][0]
+    assert f["id"] == "ACC-RAMP-002" and "concurrency 4" in f["title"]
+    stored = open_store(db_url).get_run(r.json["run_id"])
+    assert stored["steps"][0]["data"]["levels"][-1]["break_kind"] == "engine_death"
+
+
+def test_oom_crash_with_logs_is_named_oom(sim, accept, tmp_path):
+    log = tmp_path / "server.log"
+    s = sim(crash_at_concurrency=3, crash_kind="oom", crash_exit_after_s=5.0, log_file=str(log))
+    r = accept(
+        s.url, "--steps", "ramp", "--concurrency", "1,2,4", "--requests-per-step", "8", "--logs", str(log)
+    )
+    f = r.step("ramp")["findings"][0]
+    assert f["id"] == "ACC-RAMP-001" and f["category"] == "oom_runtime"
+    assert str(log) in f["evidence"][0]
