@@ -154,3 +154,99 @@ def _server_cache_config(url: str, api_key: str | None) -> list[dict[str, str]]:
             return (await client.metrics()).cache_config_info()
 
     return asyncio.run(fetch())
+
+
+def _load_requests(path: Path) -> list[dict]:
+    """A JSON request, a JSON list of requests, or JSONL (one request per line)."""
+    import json
+
+    from vllm_medic.cache.diff import NotAChatRequest, check_chat
+
+    text = _read_text(path, "request file")
+    if not text.strip():
+        raise UsageError(f"{path} is empty")
+    try:
+        data = json.loads(text)
+        items = data if isinstance(data, list) else [data]
+        names = [f"{path}[{i}]" if isinstance(data, list) else str(path) for i in range(len(items))]
+    except json.JSONDecodeError as whole_err:
+        items, names = [], []
+        for no, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                items.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                if no == 1:
+                    raise UsageError(
+                        f"{path} is not valid JSON ({whole_err}) nor JSONL (line 1: {exc})"
+                    ) from exc
+                raise UsageError(f"{path}:{no} is not valid JSON: {exc}") from exc
+            names.append(f"{path}:{no}")
+    try:
+        return [check_chat(req, name) for req, name in zip(items, names, strict=True)]
+    except NotAChatRequest as exc:
+        raise UsageError(str(exc)) from exc
+
+
+@cache_app.command("diff")
+def diff_command(
+    a: Annotated[Path, typer.Argument(help="First request (JSON), or a JSONL of captured requests.")],
+    b: Annotated[
+        Path | None,
+        typer.Argument(help="Second request (JSON/JSONL); omit to compare A's requests in order."),
+    ] = None,
+    server: Annotated[
+        str | None, typer.Option("--server", help="Tokenize with this server's /tokenize (chat template).")
+    ] = None,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option("--tokenizer", help="Local tokenizer.json (or model dir); needs vllm-medic[tokenizer]."),
+    ] = None,
+    block_size: Annotated[
+        int | None, typer.Option("--block-size", min=1, help="KV block size (default: from the server).")
+    ] = None,
+    api_key_env: ApiKeyEnvOpt = "VLLM_API_KEY",
+    as_json: JsonOpt = False,
+    junit: JunitOpt = None,
+    strict: StrictOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Where two chat requests stop sharing a prefix, in tokens, blocks and JSON location, and why."""
+    from vllm_medic.cache.diff_run import compare_pairs
+
+    reqs_a = _load_requests(a)
+    if b is not None:
+        reqs_b = _load_requests(b)
+        if len(reqs_a) != len(reqs_b):
+            raise UsageError(
+                f"{a} has {len(reqs_a)} request(s) and {b} has {len(reqs_b)}: compare files of equal length"
+            )
+        pairs = list(zip(reqs_a, reqs_b, strict=True))
+        labels = (
+            [f"{a}#{i + 1} vs {b}#{i + 1}" for i in range(len(pairs))] if len(pairs) > 1 else [f"{a} vs {b}"]
+        )
+    else:
+        if len(reqs_a) < 2:
+            raise UsageError(f"{a} holds one request: give a second file, or a JSONL of several requests")
+        pairs = list(zip(reqs_a, reqs_a[1:], strict=False))
+        labels = [f"{a}#{i + 1} vs #{i + 2}" for i in range(len(pairs))]
+    report, findings = compare_pairs(
+        pairs,
+        labels,
+        server=server,
+        api_key=_api_key(api_key_env),
+        tokenizer=tokenizer,
+        block_size=block_size,
+    )
+    code = emit_findings(
+        findings,
+        as_json=as_json,
+        junit=junit,
+        strict=strict,
+        suite="vllm-medic cache diff",
+        extra=report,
+        title="Prefix caching: are the prefixes identical?",
+        verbose=verbose,
+    )
+    raise typer.Exit(int(code))
