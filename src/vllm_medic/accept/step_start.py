@@ -100,10 +100,11 @@ def not_ready_finding(url: str, ready: dict[str, Any], timeout_s: float) -> Find
             ["read the server log for EngineDeadError and the first error before it (`vllm-medic triage LOG`)",
              "restart the server once the cause is fixed"],
         )  # fmt: skip
-    if status in (401, 403):
+    reason = str(ready.get("reason") or "")
+    if status in (401, 403) or "HTTP 401" in reason or "HTTP 403" in reason:
         return Finding(
-            "ACC-START-003", Severity.FAIL, Category.OTHER, f"the server rejected our credentials (HTTP {status})",
-            evidence, ["export the key in an environment variable and pass --api-key-env VAR"],
+            "ACC-START-006", Severity.FAIL, Category.OTHER, "the server rejected our credentials (HTTP 401/403)",
+            evidence, ["export the key in an environment variable and pass --api-key-env VAR (never on the command line)"],
         )  # fmt: skip
     return Finding(
         "ACC-START-003", Severity.FAIL, Category.OTHER, "the server did not become ready", evidence,
