@@ -77,7 +77,15 @@ def redact_text(text: str) -> str:
     out = _URL_USERINFO.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", text)
     out = _URL_QUERY_SECRET.sub(lambda m: f"{m.group(1)}{MASK}", out)
     out = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", out)
-    out = _ARG_SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", out)
+    # Mask a flag's value only when the flag names a secret (not --max-num-batched-tokens 8192), and never
+    # take a following --flag for the value (else `--enable-prompt-tokens-details --api-key KEY` leaks KEY).
+    out = re.sub(
+        r"(--[A-Za-z0-9\-]+)(=|\s+)(?!<redacted>)(\"[^\"]*\"|'[^']*'|(?!--)\S+)",
+        lambda m: f"{m.group(1)}{m.group(2)}{MASK}"
+        if _ARG_SECRET.match(m.group(0)) and is_secret_name(m.group(1)[2:].replace("-", "_"))
+        else m.group(0),
+        out,
+    )
     out = _ASSIGN_SECRET.sub(_assign_sub, out)
     for shape in _TOKEN_SHAPES:
         out = shape.sub(MASK, out)
