@@ -15,6 +15,11 @@ from vllm_medic.store.api import Store
 
 XSS_LINE = "ERROR 11-30 02:11:09 [engine.py:1] bad request body <script>alert(1)</script> from client"
 SECRET_KEY = "sk-proj-abcdefghijklmnopqrstuvwx123456"
+PLAIN_SECRET = "plainsecretvalue42"  # no token shape: only the flag name says it is a secret
+ARGS_LINE = (
+    "INFO 11-30 02:09:58 [api_server.py:1] non-default args: --max-num-batched-tokens 8192 "
+    f"--enable-prompt-tokens-details --api-key {PLAIN_SECRET}"
+)
 
 
 def snapshot(driver: str = "580.65.06", digest: str = "sha256:" + "ab" * 32, gpus: int = 8) -> dict[str, Any]:

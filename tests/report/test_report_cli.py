@@ -102,6 +102,9 @@ def test_report_html_is_offline_escaped_and_redacted(sample_db, sheet_path: Path
         assert needle not in html
     assert report_sample.SECRET_KEY not in html and "hf_abcdefghijklmnop" not in html
     assert "--api-key &lt;redacted&gt;" in html
+    # a flag that merely mentions tokens keeps its value; a secret after it is still masked
+    assert "--max-num-batched-tokens 8192 --enable-prompt-tokens-details --api-key &lt;redacted&gt;" in html
+    assert report_sample.PLAIN_SECRET not in html
     # driver, image and topology on the one sheet, next to the verdict and charts
     for fact in (
         "575.57.08",
