@@ -28,8 +28,14 @@ class FakeHost:
     dir: Path
     env: dict[str, str]
 
-    def replay(self, name: str, out: str | None = None, err: str | None = None, rc: int | None = None,
-               hang: float | None = None) -> None:
+    def replay(
+        self,
+        name: str,
+        out: str | None = None,
+        err: str | None = None,
+        rc: int | None = None,
+        hang: float | None = None,
+    ) -> None:
         if out is not None:
             (self.dir / f"{name}.out").write_text(out)
         if err is not None:
@@ -46,7 +52,11 @@ class FakeHost:
     def run_cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """The installed console script, as a user runs it, with the fake tools first on PATH."""
         return subprocess.run(
-            [str(VENV_BIN / "vllm-medic"), *args], env=self.env, capture_output=True, text=True, timeout=timeout
+            [str(VENV_BIN / "vllm-medic"), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
 
     def run_json(self, *args: str, timeout: float = 120) -> tuple[int, dict]:
@@ -67,6 +77,7 @@ def fake_host(tmp_path: Path) -> FakeHost:
     # only the fake tools and the basics the sh scripts need; no real docker/dmesg can leak in
     env["PATH"] = f"{bindir}:/usr/bin:/bin"
     env["HEALTH_FAKE_DIR"] = str(scen)
+    env["COLUMNS"] = "250"  # rich wraps error messages at the terminal width
     for k in list(env):
         if k.startswith(("NCCL_", "GLOO_")):
             del env[k]

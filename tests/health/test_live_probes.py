@@ -76,7 +76,11 @@ def test_fabric_in_progress_with_fm_version_mismatch_live(fake_host, tmp_path):
     fake_host.replay("dmesg", out="[    1.0] boot\n")
     fake_host.replay("nvidia-smi-q", out=data("fabric/nvidia-smi-q-h200-in-progress-SYNTHETIC.txt"))
     fake_host.replay("nvidia-smi", out=data("nvidia-smi/b200-8gpu-575.57.08-cuda12.9-modal-glossary.txt"))
-    fake_host.replay("systemctl-nvidia-fabricmanager", out=data("fabric/systemctl-status-fm-version-mismatch-akash-632.txt"), rc=3)
+    fake_host.replay(
+        "systemctl-nvidia-fabricmanager",
+        out=data("fabric/systemctl-status-fm-version-mismatch-akash-632.txt"),
+        rc=3,
+    )
     fake_host.replay("systemctl-nvidia-imex", err="Unit nvidia-imex.service could not be found.\n", rc=4)
     save = tmp_path / "saved"
     code, payload = fake_host.run_json("health", "--save", str(save))
@@ -88,10 +92,22 @@ def test_fabric_in_progress_with_fm_version_mismatch_live(fake_host, tmp_path):
     mm = found["HLT-FAB002"]
     assert mm["title"] == "Fabric Manager 550.127.05 does not match driver 550.120"
     # what was measured is saved under canonical names and reads back identically with --from
-    for name in ("dmesg.txt", "nvidia-smi-q.txt", "systemctl-fabricmanager.txt", "shm.txt", "ulimit.txt", "health.json"):
+    for name in (
+        "dmesg.txt",
+        "nvidia-smi-q.txt",
+        "systemctl-fabricmanager.txt",
+        "shm.txt",
+        "ulimit.txt",
+        "health.json",
+    ):
         assert (save / name).is_file(), name
     code2, again = fake_host.run_json("health", "--from", str(save))
     assert {f["id"] for f in again["findings"] if f["id"].startswith("HLT-FAB")} == {
         f["id"] for f in payload["findings"] if f["id"].startswith("HLT-FAB")
     }
-    assert json.loads((save / "health.json").read_text())["fabric"]["fabric_manager"]["fm_version_mismatch"]["driver"] == "550.120"
+    assert (
+        json.loads((save / "health.json").read_text())["fabric"]["fabric_manager"]["fm_version_mismatch"][
+            "driver"
+        ]
+        == "550.120"
+    )

@@ -14,7 +14,9 @@ runner = CliRunner()
 
 
 def test_catalogue_covers_the_ids_the_issue_names():
-    wanted = [13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109, 119, 120, 121] + list(range(144, 151))
+    wanted = [13, 31, 43, 45, 48, 61, 62, 63, 64, 68, 69, 74, 79, 92, 94, 95, 109, 119, 120, 121] + list(
+        range(144, 151)
+    )
     cat = catalogue()
     assert all(i in cat for i in wanted), [i for i in wanted if i not in cat]
     assert cat[79].category == "bus" and cat[79].severity == "fail" and cat[79].explains_cuda_error
@@ -44,7 +46,10 @@ def test_fallen_off_bus_with_and_without_xid_line():
 
 def test_old_driver_format_and_row_remapper():
     events = parse_xid_events(data("kernel/dmesg-old-format-xid-3-pastebin.txt"))
-    assert [(e.xid, e.pci, e.inferred) for e in events] == [(79, "0000:01:00", True), (3, "0000:01:00", False)]
+    assert [(e.xid, e.pci, e.inferred) for e in events] == [
+        (79, "0000:01:00", True),
+        (3, "0000:01:00", False),
+    ]
     (remap,) = parse_xid_events(data("kernel/xid-63-row-remapper-stas00.txt"))
     assert remap.xid == 63 and remap.pid == "1896" and "Row Remapper" in remap.message
 
@@ -75,7 +80,9 @@ def test_health_from_dir_reports_xid_with_evidence_and_fix(tmp_path):
     f = found["HLT-XID119"]
     assert f["severity"] == "fail" and f["category"] == "driver_cuda"
     assert "0000:9b:00" in f["title"] and "GSP RPC Timeout" in f["title"]
-    assert f["evidence"][0].startswith("dmesg.txt line 3: [Sun Feb 23 16:24:18 2025] NVRM: Xid (PCI:0000:9b:00): 119")
+    assert f["evidence"][0].startswith(
+        "dmesg.txt line 3: [Sun Feb 23 16:24:18 2025] NVRM: Xid (PCI:0000:9b:00): 119"
+    )
     assert any("5 events" in e for e in f["evidence"])
     assert any("before any software theory" in s for s in f["fix"])
     assert f["docs"] == ["https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"]

@@ -21,19 +21,34 @@ def register(app: typer.Typer) -> None:
 def health_cmd(
     from_dir: Annotated[
         Path | None,
-        typer.Option("--from", help="Read captured outputs (dmesg.txt, nvidia-smi-q.txt, shm.txt, in-image/…) "
-                     "from DIR instead of probing this machine.", metavar="DIR"),
+        typer.Option(
+            "--from",
+            help="Read captured outputs (dmesg.txt, nvidia-smi-q.txt, shm.txt, in-image/…) "
+            "from DIR instead of probing this machine.",
+            metavar="DIR",
+        ),
     ] = None,
     image: Annotated[
-        str | None, typer.Option("--image", help="Also probe inside IMAGE with `docker run --gpus all`.", metavar="IMAGE")
+        str | None,
+        typer.Option(
+            "--image", help="Also probe inside IMAGE with `docker run --gpus all`.", metavar="IMAGE"
+        ),
     ] = None,
     save: Annotated[
-        Path | None, typer.Option("--save", help="Write the raw outputs and health.json to DIR (redacted).", metavar="DIR")
+        Path | None,
+        typer.Option(
+            "--save", help="Write the raw outputs and health.json to DIR (redacted).", metavar="DIR"
+        ),
     ] = None,
-    tp: Annotated[int | None, typer.Option("--tp", help="Tensor-parallel size of the deployment (world size for limits).")] = None,
+    tp: Annotated[
+        int | None,
+        typer.Option("--tp", help="Tensor-parallel size of the deployment (world size for limits)."),
+    ] = None,
     pp: Annotated[int | None, typer.Option("--pp", help="Pipeline-parallel size of the deployment.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds per host command.")] = 20.0,
-    image_timeout: Annotated[float, typer.Option("--image-timeout", help="Seconds per `docker run` probe.")] = 180.0,
+    image_timeout: Annotated[
+        float, typer.Option("--image-timeout", help="Seconds per `docker run` probe.")
+    ] = 180.0,
     as_json: JsonOpt = False,
     junit: JunitOpt = None,
     strict: StrictOpt = False,
@@ -51,7 +66,9 @@ def health_cmd(
             raise UsageError(f"--from {from_dir}: not a directory")
         files = probe.read_dir(from_dir)
         if not files:
-            raise UsageError(f"--from {from_dir}: none of the expected files ({', '.join(probe.CANONICAL_FILES[:6])}, …)")
+            raise UsageError(
+                f"--from {from_dir}: none of the expected files ({', '.join(probe.CANONICAL_FILES[:6])}, …)"
+            )
         snap_file = from_dir / "snapshot.json"
         if snap_file.is_file():
             try:
@@ -61,11 +78,15 @@ def health_cmd(
         health = probe.from_files(files)
     else:
         try:
-            health, raw = probe.collect_live(image=image, timeout=timeout, image_timeout=image_timeout, raw=raw)
+            health, raw = probe.collect_live(
+                image=image, timeout=timeout, image_timeout=image_timeout, raw=raw
+            )
         except KeyboardInterrupt:
             if save is not None and raw:
                 probe.write_raw(raw, save)
-                stderr.print(f"interrupted: {len(raw)} output(s) measured so far saved under {save}", highlight=False)
+                stderr.print(
+                    f"interrupted: {len(raw)} output(s) measured so far saved under {save}", highlight=False
+                )
             raise
     if tp is not None:
         snap.launch.args["tensor_parallel_size"] = tp
@@ -79,14 +100,23 @@ def health_cmd(
 
         (save / "health.json").write_text(dumps(health) + "\n", "utf-8")
     code = emit_findings(
-        findings, as_json=as_json, junit=junit, strict=strict, suite="vllm-medic.health",
-        extra={"health": health}, title="vllm-medic health", verbose=verbose,
+        findings,
+        as_json=as_json,
+        junit=junit,
+        strict=strict,
+        suite="vllm-medic.health",
+        extra={"health": health},
+        title="vllm-medic health",
+        verbose=verbose,
     )
     raise typer.Exit(int(code))
 
 
 def nccl_path_cmd(
-    logs: Annotated[list[Path], typer.Argument(help="Logs run with NCCL_DEBUG=INFO (files, directories, .gz); '-' for stdin.")],
+    logs: Annotated[
+        list[Path],
+        typer.Argument(help="Logs run with NCCL_DEBUG=INFO (files, directories, .gz); '-' for stdin."),
+    ],
     as_json: JsonOpt = False,
     junit: JunitOpt = None,
     strict: StrictOpt = False,
@@ -118,12 +148,36 @@ def nccl_path_cmd(
         for col in ("rank", "host", "pid", "dev", "nccl", "network", "transports", "interfaces", "gdr"):
             t.add_column(col, overflow="fold")
         for r in rows:
-            t.add_row(*(r[c] for c in ("rank", "host", "pid", "dev", "nccl", "network", "transports", "interfaces", "gdr")))
+            t.add_row(
+                *(
+                    r[c]
+                    for c in (
+                        "rank",
+                        "host",
+                        "pid",
+                        "dev",
+                        "nccl",
+                        "network",
+                        "transports",
+                        "interfaces",
+                        "gdr",
+                    )
+                )
+            )
         console().print(t)
     code = emit_findings(
-        findings, as_json=as_json, junit=junit, strict=strict, suite="vllm-medic.nccl-path",
-        extra={"ranks": [r.to_dict() for r in parsed["ranks"]], "table": rows,
-               "unattributed_versions": parsed["unattributed_versions"], "vllm_nccl": parsed["vllm_nccl"]},
-        title="NCCL path", verbose=verbose,
+        findings,
+        as_json=as_json,
+        junit=junit,
+        strict=strict,
+        suite="vllm-medic.nccl-path",
+        extra={
+            "ranks": [r.to_dict() for r in parsed["ranks"]],
+            "table": rows,
+            "unattributed_versions": parsed["unattributed_versions"],
+            "vllm_nccl": parsed["vllm_nccl"],
+        },
+        title="NCCL path",
+        verbose=verbose,
     )
     raise typer.Exit(int(code))

@@ -13,7 +13,9 @@ _GPU_HEADER = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\
 _KV = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
 
 # `systemctl status` / `is-active` outputs
-_NO_SYSTEMD = re.compile(r"(System has not been booted with systemd|Failed to connect to bus|systemctl: command not found)", re.I)
+_NO_SYSTEMD = re.compile(
+    r"(System has not been booted with systemd|Failed to connect to bus|systemctl: command not found)", re.I
+)
 _NOT_FOUND = re.compile(r"(could not be found|not-found|Unit .* not found|No such file)", re.I)
 _ACTIVE_LINE = re.compile(r"^\s*Active:\s*(\S+)(?:\s*\(([^)]*)\))?", re.M)
 _FM_MISMATCH = re.compile(
@@ -23,7 +25,9 @@ _FM_MISMATCH = re.compile(
 _NOTHING_TO_DO = re.compile(r"NV_WARN_NOTHING_TO_DO")
 
 #: GPUs whose 8-GPU baseboards route NVLink through NVSwitch (Fabric Manager required).
-NVSWITCH_PRODUCTS = re.compile(r"\b(A100-SXM|A800-SXM|H100 80GB HBM3|H100 SXM|H800|H200|H20\b|B100|B200|B300)", re.I)
+NVSWITCH_PRODUCTS = re.compile(
+    r"\b(A100-SXM|A800-SXM|H100 80GB HBM3|H100 SXM|H800|H200|H20\b|B100|B200|B300)", re.I
+)
 #: Grace-Blackwell NVL systems: multi-node NVLink (IMEX, MNNVL).
 NVL_PRODUCTS = re.compile(r"\bGB(200|300)\b", re.I)
 _ZERO_UUID = re.compile(r"^[0-]+$")
@@ -41,8 +45,14 @@ def parse_nvidia_smi_q(text: str) -> dict[str, Any]:
         line = raw.rstrip()
         h = _GPU_HEADER.match(line.strip())
         if h and not line.startswith(" "):
-            gpu = {"bus_id": h.group(1), "product": None, "fabric_state": None, "fabric_status": None,
-                   "clique_id": None, "cluster_uuid": None}
+            gpu = {
+                "bus_id": h.group(1),
+                "product": None,
+                "fabric_state": None,
+                "fabric_status": None,
+                "clique_id": None,
+                "cluster_uuid": None,
+            }
             out["gpus"].append(gpu)
             in_fabric_indent = None
             continue
@@ -62,8 +72,12 @@ def parse_nvidia_smi_q(text: str) -> dict[str, Any]:
         if key == "Product Name" and gpu["product"] is None:
             gpu["product"] = value
         if in_fabric_indent is not None and indent == in_fabric_indent + 4:
-            field = {"State": "fabric_state", "Status": "fabric_status", "CliqueId": "clique_id",
-                     "ClusterUUID": "cluster_uuid"}.get(key)
+            field = {
+                "State": "fabric_state",
+                "Status": "fabric_status",
+                "CliqueId": "clique_id",
+                "ClusterUUID": "cluster_uuid",
+            }.get(key)
             if field:
                 gpu[field] = value
     return out
@@ -75,10 +89,19 @@ def parse_service(text: str, exit_code: int | None = None) -> dict[str, Any]:
     state: active | inactive | failed | activating | not_found | no_systemd | unknown
     """
     t = text or ""
-    info: dict[str, Any] = {"state": "unknown", "detail": "", "fm_version_mismatch": None, "nothing_to_do": False}
+    info: dict[str, Any] = {
+        "state": "unknown",
+        "detail": "",
+        "fm_version_mismatch": None,
+        "nothing_to_do": False,
+    }
     mm = _FM_MISMATCH.search(t)
     if mm:
-        info["fm_version_mismatch"] = {"fabric_manager": mm.group("fm"), "driver": mm.group("drv"), "line": mm.group(0)}
+        info["fm_version_mismatch"] = {
+            "fabric_manager": mm.group("fm"),
+            "driver": mm.group("drv"),
+            "line": mm.group(0),
+        }
     info["nothing_to_do"] = bool(_NOTHING_TO_DO.search(t))
     if _NO_SYSTEMD.search(t):
         info["state"] = "no_systemd"
@@ -101,7 +124,7 @@ def parse_service(text: str, exit_code: int | None = None) -> dict[str, Any]:
         return info
     if mm or info["nothing_to_do"]:
         info["state"] = "failed"
-        info["detail"] = (mm.group(0) if mm else "NV_WARN_NOTHING_TO_DO")
+        info["detail"] = mm.group(0) if mm else "NV_WARN_NOTHING_TO_DO"
     return info
 
 

@@ -44,21 +44,39 @@ _SMI_CUDA = re.compile(r"CUDA Version:\s*([\d.]+)")
 _SMI_GPU_ROW = re.compile(r"^\|\s+(\d+)\s+.*?\|\s+[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d", re.M)
 _SMI_L = re.compile(r"^GPU (\d+): .*\(UUID: ", re.M)
 
-_REQUIREMENT = re.compile(r"nvidia-container-cli: requirement error: unsatisfied condition: cuda\s*>=\s*([\d.]+)")
+_REQUIREMENT = re.compile(
+    r"nvidia-container-cli: requirement error: unsatisfied condition: cuda\s*>=\s*([\d.]+)"
+)
 _DOCKER_ERRORS: list[tuple[str, re.Pattern[str]]] = [
     ("cuda_requirement", _REQUIREMENT),
     ("no_gpu_runtime", re.compile(r"could not select device driver .*capabilities: \[\[gpu\]\]", re.I)),
-    ("no_nvidia_runtime", re.compile(r"unknown or invalid runtime name: nvidia|nvidia-container-runtime.*not found", re.I)),
-    ("driver_not_loaded", re.compile(r"nvidia-container-cli: initialization error: (?:nvml error: )?driver not loaded", re.I)),
-    ("image_missing", re.compile(r"manifest unknown|manifest for \S+ not found|pull access denied|Unable to find image", re.I)),
+    (
+        "no_nvidia_runtime",
+        re.compile(r"unknown or invalid runtime name: nvidia|nvidia-container-runtime.*not found", re.I),
+    ),
+    (
+        "driver_not_loaded",
+        re.compile(r"nvidia-container-cli: initialization error: (?:nvml error: )?driver not loaded", re.I),
+    ),
+    (
+        "image_missing",
+        re.compile(
+            r"manifest unknown|manifest for \S+ not found|pull access denied|Unable to find image", re.I
+        ),
+    ),
     ("daemon_unreachable", re.compile(r"Cannot connect to the Docker daemon|error during connect", re.I)),
     ("smi_failed", re.compile(r"NVIDIA-SMI has failed|Failed to initialize NVML", re.I)),
 ]
 
 #: CUDA user-space wheels whose own version major equals the CUDA major (so 12.x/13.x tells the family).
 _CUDA_VERSIONED = {
-    "nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cublas", "nvidia-cuda-cupti", "nvidia-nvjitlink",
-    "nvidia-nvtx", "nvidia-cuda-nvcc",
+    "nvidia-cuda-runtime",
+    "nvidia-cuda-nvrtc",
+    "nvidia-cublas",
+    "nvidia-cuda-cupti",
+    "nvidia-nvjitlink",
+    "nvidia-nvtx",
+    "nvidia-cuda-nvcc",
 }
 _CU_SUFFIX = re.compile(r"^(?P<base>nvidia-[a-z0-9-]+?)-cu(?P<major>\d+)$")
 
@@ -95,7 +113,7 @@ def parse_probe_output(text: str) -> dict[str, Any] | None:
     for line in (text or "").splitlines():
         if line.startswith(PROBE_MARK):
             try:
-                data = json.loads(line[len(PROBE_MARK):])
+                data = json.loads(line[len(PROBE_MARK) :])
             except json.JSONDecodeError:
                 return None
             return data if isinstance(data, dict) else None
@@ -129,14 +147,20 @@ def cuda_userspace(packages: dict[str, str]) -> dict[str, list[str]]:
     return fams
 
 
-def probe(image: str, run: Runner = run_command, timeout: float = 180.0) -> tuple[dict[str, Any], dict[str, str]]:
+def probe(
+    image: str, run: Runner = run_command, timeout: float = 180.0
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Run the in-image probes. Returns (facts for extra["health"]["in_image"], raw outputs by file name)."""
     facts: dict[str, Any] = {"image": image, "probes": {}}
     raw: dict[str, str] = {}
     plan = [
         ("nvidia-smi", docker_argv(image, "nvidia-smi", []), "in-image/nvidia-smi.txt"),
         ("versions", docker_argv(image, "python3", ["-c", VERSION_PROBE]), "in-image/versions.txt"),
-        ("pip-list", docker_argv(image, "python3", ["-m", "pip", "list", "--format=freeze"]), "in-image/pip-list.txt"),
+        (
+            "pip-list",
+            docker_argv(image, "python3", ["-m", "pip", "list", "--format=freeze"]),
+            "in-image/pip-list.txt",
+        ),
     ]
     for name, argv, canonical in plan:
         res = run(argv, timeout)
@@ -167,20 +191,32 @@ def from_outputs(files: dict[str, str], probes: dict[str, Any] | None = None) ->
     if smi_text is not None:
         smi = parse_nvidia_smi(smi_text)
         err = classify_docker_error(smi_text)
-        failed = probes.get("nvidia-smi", {}).get("exit_code") not in (0, None) or smi["driver_version"] is None
+        failed = (
+            probes.get("nvidia-smi", {}).get("exit_code") not in (0, None) or smi["driver_version"] is None
+        )
         out["nvidia_smi"] = smi | {"ok": not failed and smi["driver_version"] is not None, "error": err}
         if failed and err is None:
-            out["nvidia_smi"]["error"] = {"kind": "unknown", "line": (smi_text.strip().splitlines() or [""])[-1][:500]}
+            out["nvidia_smi"]["error"] = {
+                "kind": "unknown",
+                "line": (smi_text.strip().splitlines() or [""])[-1][:500],
+            }
     ver_text = files.get("in-image/versions.txt")
     if ver_text is not None:
         data = parse_probe_output(ver_text)
         out["versions"] = data
         if data is None:
-            out["versions_error"] = classify_docker_error(ver_text) or {"kind": "no_output", "line": ver_text.strip()[-300:]}
+            out["versions_error"] = classify_docker_error(ver_text) or {
+                "kind": "no_output",
+                "line": ver_text.strip()[-300:],
+            }
     pip_text = files.get("in-image/pip-list.txt")
     if pip_text is not None:
         pkgs = parse_pip_freeze(pip_text)
         out["packages_count"] = len(pkgs)
         out["cuda_userspace"] = cuda_userspace(pkgs)
-        out["packages"] = {k: v for k, v in pkgs.items() if k.startswith(("nvidia-", "torch", "vllm", "flashinfer", "triton"))}
+        out["packages"] = {
+            k: v
+            for k, v in pkgs.items()
+            if k.startswith(("nvidia-", "torch", "vllm", "flashinfer", "triton"))
+        }
     return out

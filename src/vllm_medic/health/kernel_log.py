@@ -84,5 +84,13 @@ def probe(run: Runner = run_command, timeout: float = 20.0) -> tuple[dict[str, A
         if res.output:
             raw[canonical] = res.output
         kind = classify_failure(res) if not res.ok else "empty"
-        attempts.append({"source": " ".join(argv), "kind": kind, "message": (res.output.strip() or res.describe())[:300]})
-    return {"source": None, "readable": False, "attempts": attempts, "events": [], "how_to_check": HOW_TO_CHECK}, raw
+        attempts.append(
+            {"source": " ".join(argv), "kind": kind, "message": (res.output.strip() or res.describe())[:300]}
+        )
+    return {
+        "source": None,
+        "readable": False,
+        "attempts": attempts,
+        "events": [],
+        "how_to_check": HOW_TO_CHECK,
+    }, raw

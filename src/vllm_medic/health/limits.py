@@ -17,7 +17,9 @@ from typing import Any
 CGROUP_V1_UNLIMITED = 0x7FFFFFFFFFFFF000
 
 _DF_ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\d+%\s+(\S+)\s*$", re.M)
-_ULIMIT_A = re.compile(r"^(?P<name>[a-z][a-z ()/-]*?)\s+\((?P<unit>[^)]*?)-?(?P<flag>-[a-zA-Z])\)\s+(?P<value>\S+)\s*$", re.M)
+_ULIMIT_A = re.compile(
+    r"^(?P<name>[a-z][a-z ()/-]*?)\s+\((?P<unit>[^)]*?)-?(?P<flag>-[a-zA-Z])\)\s+(?P<value>\S+)\s*$", re.M
+)
 _ULIMIT_KV = re.compile(r"^\s*(?P<key>memlock|nofile|-l|-n)\s*[=:]\s*(?P<value>\S+)\s*$", re.M)
 
 
@@ -85,7 +87,9 @@ def parse_cgroup_memory(text: str) -> dict[str, Any]:
     return {"limit_bytes": None, "known": False, "unparsed": v[:200]}
 
 
-def probe_live(shm_path: str = "/dev/shm", cgroup_root: str = "/sys/fs/cgroup") -> tuple[dict[str, Any], dict[str, str]]:
+def probe_live(
+    shm_path: str = "/dev/shm", cgroup_root: str = "/sys/fs/cgroup"
+) -> tuple[dict[str, Any], dict[str, str]]:
     """The same facts read from this process (statvfs, getrlimit, cgroup files); raw texts for the bundle."""
     facts: dict[str, Any] = {"source": "live"}
     raw: dict[str, str] = {}

@@ -33,7 +33,9 @@ _IFACE = re.compile(r"(?:\[\d+\])?(?P<name>[A-Za-z0-9_.\-]+):(?P<addr>[0-9A-Fa-f
 _HCA = re.compile(r"\[\d+\](?P<dev>[A-Za-z0-9_]+):(?P<port>\d+)/(?P<kind>[A-Za-z]+)")
 _PLUGIN = re.compile(r"(NET/Plugin\s*:?\s*(?P<a>.*)|P2P plugin (?P<b>\S+)|Plugin Path : (?P<c>\S+))")
 _ENV_SET = re.compile(r"(?P<name>NCCL_[A-Z0-9_]+) set by environment to (?P<value>\S+?)\.?\s*$")
-_GDR = re.compile(r"GPU Direct RDMA (?P<state>Enabled|Disabled) for (?:GPU \S+ / )?HCA (?P<idx>\d+) '?(?P<hca>[^'\s]*)'?(?P<why>.*)$")
+_GDR = re.compile(
+    r"GPU Direct RDMA (?P<state>Enabled|Disabled) for (?:GPU \S+ / )?HCA (?P<idx>\d+) '?(?P<hca>[^'\s]*)'?(?P<why>.*)$"
+)
 _DMABUF = re.compile(r"DMA-BUF (?P<what>.*)$")
 _CHANNEL = re.compile(
     r"Channel \d+(?:/\d+)? : (?P<src>\d+)\[[0-9a-fA-F]+\] -> (?P<dst>\d+)\[[0-9a-fA-F]+\](?: \[(?P<dir>send|receive)\])? via (?P<via>\S+)"
@@ -41,7 +43,9 @@ _CHANNEL = re.compile(
 _NVLS = re.compile(r"(Connected NVLS|NVLS comm|nvlsSupport 1|NVLS multicast support is available)")
 
 RDMA_HCA_KINDS = {"IB", "RoCE"}
-_VIRTUAL_IFACE = re.compile(r"^(lo|docker\d*|virbr\d*|veth\w*|cni\d*|flannel[\w.]*|cali\w+|br-\w+|tailscale\d*|wg\d*)$")
+_VIRTUAL_IFACE = re.compile(
+    r"^(lo|docker\d*|virbr\d*|veth\w*|cni\d*|flannel[\w.]*|cali\w+|br-\w+|tailscale\d*|wg\d*)$"
+)
 
 
 @dataclass
@@ -139,7 +143,9 @@ def parse_nccl_logs(sources: list[tuple[str, str]]) -> dict[str, Any]:
     for row in rows.values():
         if row.rank is None and row.channel_ranks:
             row.rank = max(row.channel_ranks, key=lambda k: row.channel_ranks[k])
-    ordered = sorted(rows.values(), key=lambda r: (r.rank if r.rank is not None else 10**9, r.host, r.pid, r.device))
+    ordered = sorted(
+        rows.values(), key=lambda r: (r.rank if r.rank is not None else 10**9, r.host, r.pid, r.device)
+    )
     return {"ranks": ordered, "unattributed_versions": loose_versions, "vllm_nccl": vllm_versions}
 
 
@@ -158,7 +164,9 @@ def _apply(row: RankRow, msg: str, pid_rank: dict[tuple[str, int, int], tuple[in
         row.ib_absent = True
         return
     if ib := _NET_IB.search(msg):
-        row.hcas = [f"{h.group('dev')}:{h.group('port')}/{h.group('kind')}" for h in _HCA.finditer(ib.group("devs"))]
+        row.hcas = [
+            f"{h.group('dev')}:{h.group('port')}/{h.group('kind')}" for h in _HCA.finditer(ib.group("devs"))
+        ]
         if ib.group("oob"):
             i = _IFACE.search(ib.group("oob"))
             row.oob_iface = f"{i.group('name')}:{i.group('addr')}" if i else ib.group("oob")
@@ -251,7 +259,9 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
                 Category.NCCL_NETWORK,
                 "No NCCL INFO lines found: the NCCL path could not be read",
                 ["no line of the form `host:pid:tid [dev] NCCL INFO ...` in the given logs"],
-                ["Re-run the launch with `NCCL_DEBUG=INFO` (and `NCCL_DEBUG_SUBSYS=INIT,NET`) and pass that log."],
+                [
+                    "Re-run the launch with `NCCL_DEBUG=INFO` (and `NCCL_DEBUG_SUBSYS=INIT,NET`) and pass that log."
+                ],
                 [DOCS_NCCL_ENV],
             )
         ]
@@ -269,7 +279,10 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
                 Severity.FAIL,
                 Category.NCCL_NETWORK,
                 f"Ranks run different NCCL versions: {', '.join(sorted(versions))}",
-                [f"NCCL {v}: {', '.join(keys[:6])}{' …' if len(keys) > 6 else ''}" for v, keys in sorted(versions.items())],
+                [
+                    f"NCCL {v}: {', '.join(keys[:6])}{' …' if len(keys) > 6 else ''}"
+                    for v, keys in sorted(versions.items())
+                ],
                 [
                     "Run every node from the same image digest (same torch / nvidia-nccl wheel); "
                     "check `python3 -c 'import torch; print(torch.cuda.nccl.version())'` on each node.",
@@ -279,11 +292,21 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
             )
         )
     # 2. traffic between nodes on sockets while RDMA exists
-    rdma_seen = sorted({h for r in rows for h in r.hcas if h.split("/")[-1] in RDMA_HCA_KINDS} | set(rdma_hint or []))
-    socket_rows = [r for r in rows if any(t.startswith("NET/Socket") for t in r.transports) or (r.network == "Socket" and (r.nnodes or 1) > 1)]
+    rdma_seen = sorted(
+        {h for r in rows for h in r.hcas if h.split("/")[-1] in RDMA_HCA_KINDS} | set(rdma_hint or [])
+    )
+    socket_rows = [
+        r
+        for r in rows
+        if any(t.startswith("NET/Socket") for t in r.transports)
+        or (r.network == "Socket" and (r.nnodes or 1) > 1)
+    ]
     if socket_rows:
-        ev = [f"{r.key}: network {r.network or '?'}, transports {', '.join(sorted(r.transports)) or '-'}"
-              + (f", sockets on {', '.join(r.socket_ifaces)}" if r.socket_ifaces else "") for r in socket_rows[:8]]
+        ev = [
+            f"{r.key}: network {r.network or '?'}, transports {', '.join(sorted(r.transports)) or '-'}"
+            + (f", sockets on {', '.join(r.socket_ifaces)}" if r.socket_ifaces else "")
+            for r in socket_rows[:8]
+        ]
         ib_missing = [r.key for r in socket_rows if r.ib_absent]
         if ib_missing:
             ev.append(f"`NET/IB : No device found` on {', '.join(ib_missing[:6])}")
@@ -320,8 +343,12 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
                 )
             )
     # 3. RDMA without GPU Direct RDMA
-    no_gdr = [r for r in rows if any(t.startswith("NET/IB") and not t.endswith("/GDRDMA") for t in r.transports)
-              or any(s.startswith("Disabled") for s in r.gdr.values())]
+    no_gdr = [
+        r
+        for r in rows
+        if any(t.startswith("NET/IB") and not t.endswith("/GDRDMA") for t in r.transports)
+        or any(s.startswith("Disabled") for s in r.gdr.values())
+    ]
     if no_gdr:
         ev = []
         for r in no_gdr[:8]:
@@ -346,11 +373,17 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
     # 4. interfaces that cannot carry inter-node traffic
     bad = []
     for r in rows:
-        for label, iface in (("OOB", r.oob_iface), ("bootstrap", r.bootstrap_iface)) + tuple(("socket", i) for i in r.socket_ifaces):
+        for label, iface in (("OOB", r.oob_iface), ("bootstrap", r.bootstrap_iface)) + tuple(
+            ("socket", i) for i in r.socket_ifaces
+        ):
             why = _is_bad_iface(iface)
             if why:
                 bad.append(f"{r.key}: {label} interface {iface} - {why}")
-    if bad and (len({r.host for r in rows}) > 1 or any((r.nnodes or 1) > 1 for r in rows) or any(_inter_node_transports(r) for r in rows)):
+    if bad and (
+        len({r.host for r in rows}) > 1
+        or any((r.nnodes or 1) > 1 for r in rows)
+        or any(_inter_node_transports(r) for r in rows)
+    ):
         findings.append(
             Finding(
                 "HLT-NCCL004",
@@ -372,10 +405,14 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
                 Severity.INFO,
                 Category.NCCL_NETWORK,
                 "NCCL init seen but no channel lines: the transports actually used are not in the log",
-                [f"{len(rows)} rank(s); NCCL {', '.join(sorted(versions)) or 'version not logged'}; networks "
-                 + ", ".join(sorted({r.network for r in rows if r.network}) or ["not logged"])],
-                ["Capture the log with `NCCL_DEBUG=INFO` from process start through the first collective "
-                 "(`Channel xx : a -> b via ...` lines appear when communicators connect)."],
+                [
+                    f"{len(rows)} rank(s); NCCL {', '.join(sorted(versions)) or 'version not logged'}; networks "
+                    + ", ".join(sorted({r.network for r in rows if r.network}) or ["not logged"])
+                ],
+                [
+                    "Capture the log with `NCCL_DEBUG=INFO` from process start through the first collective "
+                    "(`Channel xx : a -> b via ...` lines appear when communicators connect)."
+                ],
                 [DOCS_NCCL_ENV],
             )
         )
@@ -386,8 +423,10 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
                 Severity.PASS,
                 Category.NCCL_NETWORK,
                 "NCCL path looks right",
-                [f"{len(rows)} rank(s); NCCL {', '.join(sorted(versions)) or 'version not logged'}; transports "
-                 + ", ".join(sorted({t for r in rows for t in r.transports}) or ["-"])],
+                [
+                    f"{len(rows)} rank(s); NCCL {', '.join(sorted(versions)) or 'version not logged'}; transports "
+                    + ", ".join(sorted({t for r in rows for t in r.transports}) or ["-"])
+                ],
             )
         )
     return findings
@@ -407,13 +446,16 @@ def table_rows(rows: list[RankRow]) -> list[dict[str, str]]:
                 "network": r.network or ("Socket (no IB device)" if r.ib_absent else "-"),
                 "transports": ", ".join(f"{t}" for t in sorted(r.transports)) or ("NVLS" if r.nvls else "-"),
                 "interfaces": ", ".join(
-                    x for x in [
+                    x
+                    for x in [
                         f"OOB {r.oob_iface}" if r.oob_iface else "",
                         f"bootstrap {r.bootstrap_iface}" if r.bootstrap_iface else "",
                         ("socket " + " ".join(r.socket_ifaces)) if r.socket_ifaces else "",
                         ("HCA " + " ".join(r.hcas)) if r.hcas else "",
-                    ] if x
-                ) or "-",
+                    ]
+                    if x
+                )
+                or "-",
                 "gdr": gdr_summary(r),
             }
         )

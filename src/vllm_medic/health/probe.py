@@ -37,7 +37,13 @@ CANONICAL_FILES = (
     "in-image/pip-list.txt",
 )
 
-ENV_PREFIXES = ("NCCL_", "GLOO_SOCKET_IFNAME", "VLLM_CPU_KVCACHE_SPACE", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+ENV_PREFIXES = (
+    "NCCL_",
+    "GLOO_SOCKET_IFNAME",
+    "VLLM_CPU_KVCACHE_SPACE",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+)
 
 IMEX_CONFIG = "/etc/nvidia-imex/nodes_config.cfg"
 IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
@@ -48,13 +54,17 @@ def _fabric_from(files: dict[str, str]) -> dict[str, Any]:
     if "nvidia-smi-q.txt" in files:
         fab["nvidia_smi_q"] = fabric.parse_nvidia_smi_q(files["nvidia-smi-q.txt"])
         if not fab["nvidia_smi_q"]["gpus"]:
-            fab["nvidia_smi_q_error"] = (files["nvidia-smi-q.txt"].strip().splitlines() or ["empty output"])[0][:300]
+            fab["nvidia_smi_q_error"] = (files["nvidia-smi-q.txt"].strip().splitlines() or ["empty output"])[
+                0
+            ][:300]
     if "systemctl-fabricmanager.txt" in files:
         fab["fabric_manager"] = fabric.parse_service(files["systemctl-fabricmanager.txt"])
     if "systemctl-imex.txt" in files:
         fab["imex"] = fabric.parse_service(files["systemctl-imex.txt"])
     if "imex-channels.txt" in files:
-        fab["imex_channels"] = [ln.strip() for ln in files["imex-channels.txt"].splitlines() if ln.strip().startswith("channel")]
+        fab["imex_channels"] = [
+            ln.strip() for ln in files["imex-channels.txt"].splitlines() if ln.strip().startswith("channel")
+        ]
     if "imex-nodes-config.txt" in files:
         fab["imex_nodes_config"] = "present" if files["imex-nodes-config.txt"].strip() else "empty"
     return fab
@@ -79,7 +89,9 @@ def from_files(files: dict[str, str]) -> dict[str, Any]:
     if len(lim) > 1:
         health["limits"] = lim
     if any(k.startswith("in-image/") for k in files):
-        health["in_image"] = in_image.from_outputs(files) | {"image": files.get("in-image/image.txt", "").strip() or None}
+        health["in_image"] = in_image.from_outputs(files) | {
+            "image": files.get("in-image/image.txt", "").strip() or None
+        }
     return health
 
 
@@ -92,8 +104,13 @@ def read_dir(path: Path) -> dict[str, str]:
     return files
 
 
-def collect_live(image: str | None = None, run: Runner = run_command, timeout: float = 20.0,
-                 image_timeout: float = 180.0, raw: dict[str, str] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+def collect_live(
+    image: str | None = None,
+    run: Runner = run_command,
+    timeout: float = 20.0,
+    image_timeout: float = 180.0,
+    raw: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Run every health probe here. Returns (health facts, raw outputs by canonical file name).
 
     ``raw`` is filled as each probe finishes, so a caller interrupted by Ctrl-C still holds what was measured.
@@ -106,7 +123,10 @@ def collect_live(image: str | None = None, run: Runner = run_command, timeout: f
     for argv, name in (
         (["nvidia-smi"], "nvidia-smi.txt"),
         (["nvidia-smi", "-q"], "nvidia-smi-q.txt"),
-        (["systemctl", "status", "nvidia-fabricmanager", "--no-pager", "-l", "-n", "20"], "systemctl-fabricmanager.txt"),
+        (
+            ["systemctl", "status", "nvidia-fabricmanager", "--no-pager", "-l", "-n", "20"],
+            "systemctl-fabricmanager.txt",
+        ),
         (["systemctl", "status", "nvidia-imex", "--no-pager", "-l", "-n", "20"], "systemctl-imex.txt"),
     ):
         res = run(argv, timeout)

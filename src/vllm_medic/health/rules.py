@@ -80,7 +80,9 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
     if not isinstance(xid, dict):
         return []
     if not xid.get("readable"):
-        tried = [f"{a.get('source')}: {a.get('kind')} - {a.get('message', '')}" for a in xid.get("attempts", [])]
+        tried = [
+            f"{a.get('source')}: {a.get('kind')} - {a.get('message', '')}" for a in xid.get("attempts", [])
+        ]
         return [
             Finding(
                 "HLT-XID000",
@@ -100,7 +102,9 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 Severity.PASS,
                 Category.DRIVER_CUDA,
                 "No NVIDIA Xid events in the kernel log",
-                [f"{xid.get('source')}: {xid.get('lines', '?')} lines scanned, no `NVRM: Xid` / fallen-off-the-bus line"],
+                [
+                    f"{xid.get('source')}: {xid.get('lines', '?')} lines scanned, no `NVRM: Xid` / fallen-off-the-bus line"
+                ],
             )
         ]
     out: list[Finding] = []
@@ -116,11 +120,19 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
         if g.processes:
             ev.append(f"processes: {', '.join(g.processes[:6])}")
         if info:
-            ev.append(f"NVIDIA resolution: immediate {info.nvidia_immediate or '-'}, investigatory {info.nvidia_investigatory or '-'}")
-        fix = [info.action] if info else [f"Look Xid {g.xid} up in NVIDIA's catalogue and follow its resolution bucket."]
+            ev.append(
+                f"NVIDIA resolution: immediate {info.nvidia_immediate or '-'}, investigatory {info.nvidia_investigatory or '-'}"
+            )
+        fix = (
+            [info.action]
+            if info
+            else [f"Look Xid {g.xid} up in NVIDIA's catalogue and follow its resolution bucket."]
+        )
         if info and info.explains_cuda_error:
-            fix.append("A hardware/driver fault explains a `CUDA error` or NCCL `unhandled cuda error` in vLLM's log "
-                       "at the same time: deal with this GPU before any software theory.")
+            fix.append(
+                "A hardware/driver fault explains a `CUDA error` or NCCL `unhandled cuda error` in vLLM's log "
+                "at the same time: deal with this GPU before any software theory."
+            )
         out.append(
             Finding(
                 f"HLT-XID{g.xid:03d}",
@@ -155,20 +167,30 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 Category.DRIVER_CUDA,
                 "Fabric state not checked: no `nvidia-smi -q` output",
                 [fab.get("nvidia_smi_q_error") or "nvidia-smi -q was not captured"],
-                ["Run `nvidia-smi -q | grep -A 4 Fabric` on the host: every GPU of an NVSwitch/NVL system must show "
-                 "State Completed / Status Success."],
+                [
+                    "Run `nvidia-smi -q | grep -A 4 Fabric` on the host: every GPU of an NVSwitch/NVL system must show "
+                    "State Completed / Status Success."
+                ],
                 [DOCS_FM],
             )
         )
         return out
-    bad = [g for g in gpus if g.get("fabric_state") not in (None, "N/A", "Not Supported")
-           and not (g.get("fabric_state") == "Completed" and g.get("fabric_status") in ("Success", None))]
+    bad = [
+        g
+        for g in gpus
+        if g.get("fabric_state") not in (None, "N/A", "Not Supported")
+        and not (g.get("fabric_state") == "Completed" and g.get("fabric_status") in ("Success", None))
+    ]
     fm_state = fm.get("state", "unknown")
     mismatch = fm.get("fm_version_mismatch")
     if bad:
-        ev = [f"GPU {g['bus_id']} ({g.get('product') or '?'}): Fabric State {g.get('fabric_state')}, Status {g.get('fabric_status')}"
-              for g in bad[:8]]
-        ev.append(f"nvidia-fabricmanager: {fm_state}" + (f" ({fm.get('detail')})" if fm.get("detail") else ""))
+        ev = [
+            f"GPU {g['bus_id']} ({g.get('product') or '?'}): Fabric State {g.get('fabric_state')}, Status {g.get('fabric_status')}"
+            for g in bad[:8]
+        ]
+        ev.append(
+            f"nvidia-fabricmanager: {fm_state}" + (f" ({fm.get('detail')})" if fm.get("detail") else "")
+        )
         if mismatch:
             ev.append(mismatch["line"])
         out.append(
@@ -195,8 +217,10 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 Category.DRIVER_CUDA,
                 f"Fabric Manager {mismatch['fabric_manager']} does not match driver {mismatch['driver']}",
                 [mismatch["line"], f"nvidia-fabricmanager: {fm_state}"],
-                [f"Install nvidia-fabricmanager of exactly the driver's version ({mismatch['driver']}) and hold both "
-                 "packages together (`apt-mark hold`), then `systemctl restart nvidia-fabricmanager`."],
+                [
+                    f"Install nvidia-fabricmanager of exactly the driver's version ({mismatch['driver']}) and hold both "
+                    "packages together (`apt-mark hold`), then `systemctl restart nvidia-fabricmanager`."
+                ],
                 [DOCS_FM],
             )
         )
@@ -208,7 +232,10 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     Severity.INFO,
                     Category.DRIVER_CUDA,
                     "Fabric Manager service state could not be checked",
-                    [fm.get("detail") or "no `systemctl` answer (not captured, or no systemd here - e.g. inside a container)"],
+                    [
+                        fm.get("detail")
+                        or "no `systemctl` answer (not captured, or no systemd here - e.g. inside a container)"
+                    ],
                     ["On the host: `systemctl is-active nvidia-fabricmanager` must print `active`."],
                     [DOCS_FM],
                 )
@@ -220,10 +247,14 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     Severity.WARN,
                     Category.DRIVER_CUDA,
                     f"Fabric Manager is {fm_state} on an NVSwitch system",
-                    [f"nvidia-fabricmanager: {fm_state} ({fm.get('detail')})",
-                     f"{len(gpus)} GPU(s): {gpus[0].get('product')}; fabric state {gpus[0].get('fabric_state')}"],
-                    ["The fabric stays registered until the next reboot or GPU reset; enable the service "
-                     "(`systemctl enable --now nvidia-fabricmanager`) so it survives one."],
+                    [
+                        f"nvidia-fabricmanager: {fm_state} ({fm.get('detail')})",
+                        f"{len(gpus)} GPU(s): {gpus[0].get('product')}; fabric state {gpus[0].get('fabric_state')}",
+                    ],
+                    [
+                        "The fabric stays registered until the next reboot or GPU reset; enable the service "
+                        "(`systemctl enable --now nvidia-fabricmanager`) so it survives one."
+                    ],
                     [DOCS_FM],
                 )
             )
@@ -236,15 +267,21 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 "HLT-FAB000",
                 Severity.PASS,
                 Category.DRIVER_CUDA,
-                "NVLink fabric state is fine" if kind in ("nvswitch", "nvl") else "No NVSwitch fabric to check",
-                [f"{len(gpus)} GPU(s) ({gpus[0].get('product')}), system kind {kind}; fabric {', '.join(states)}; "
-                 f"fabric manager {fm_state}"],
+                "NVLink fabric state is fine"
+                if kind in ("nvswitch", "nvl")
+                else "No NVSwitch fabric to check",
+                [
+                    f"{len(gpus)} GPU(s) ({gpus[0].get('product')}), system kind {kind}; fabric {', '.join(states)}; "
+                    f"fabric manager {fm_state}"
+                ],
             )
         )
     return out
 
 
-def _rule_imex(snap: Snapshot, health: dict[str, Any], fab: dict[str, Any], gpus: list[dict[str, Any]]) -> list[Finding]:
+def _rule_imex(
+    snap: Snapshot, health: dict[str, Any], fab: dict[str, Any], gpus: list[dict[str, Any]]
+) -> list[Finding]:
     out: list[Finding] = []
     imex = fab.get("imex") or {}
     state = imex.get("state", "unknown")
@@ -258,12 +295,18 @@ def _rule_imex(snap: Snapshot, health: dict[str, Any], fab: dict[str, Any], gpus
                 "HLT-FAB004",
                 sev,
                 Category.NCCL_NETWORK,
-                "IMEX service not active on a multi-node NVLink system" if sev is Severity.FAIL
+                "IMEX service not active on a multi-node NVLink system"
+                if sev is Severity.FAIL
                 else "IMEX service state could not be checked",
-                base_ev + [f"nvidia-imex: {state}" + (f" ({imex.get('detail')})" if imex.get("detail") else ""),
-                           f"/etc/nvidia-imex/nodes_config.cfg: {fab.get('imex_nodes_config', 'not checked')}"],
-                ["List every node's IP in /etc/nvidia-imex/nodes_config.cfg (same file on all nodes), then "
-                 "`systemctl enable --now nvidia-imex` and check `nvidia-imex-ctl -N`."],
+                base_ev
+                + [
+                    f"nvidia-imex: {state}" + (f" ({imex.get('detail')})" if imex.get("detail") else ""),
+                    f"/etc/nvidia-imex/nodes_config.cfg: {fab.get('imex_nodes_config', 'not checked')}",
+                ],
+                [
+                    "List every node's IP in /etc/nvidia-imex/nodes_config.cfg (same file on all nodes), then "
+                    "`systemctl enable --now nvidia-imex` and check `nvidia-imex-ctl -N`."
+                ],
                 [DOCS_IMEX],
             )
         )
@@ -276,8 +319,10 @@ def _rule_imex(snap: Snapshot, health: dict[str, Any], fab: dict[str, Any], gpus
                 Category.NCCL_NETWORK,
                 "No IMEX channel device: cross-node NVLink memory cannot be imported",
                 base_ev + ["/dev/nvidia-caps-imex-channels/ has no channel0"],
-                ["Create the channel on the host (`nvidia-modprobe -i 0:1` or the driver's NVreg_CreateImexChannel0=1) "
-                 "and pass `/dev/nvidia-caps-imex-channels` into the container."],
+                [
+                    "Create the channel on the host (`nvidia-modprobe -i 0:1` or the driver's NVreg_CreateImexChannel0=1) "
+                    "and pass `/dev/nvidia-caps-imex-channels` into the container."
+                ],
                 [DOCS_IMEX],
             )
         )
@@ -292,8 +337,10 @@ def _rule_imex(snap: Snapshot, health: dict[str, Any], fab: dict[str, Any], gpus
                 Category.NCCL_NETWORK,
                 "MNNVL system without the NCCL settings the recipe recommends",
                 base_ev + [", ".join(missing)],
-                ["Add `NCCL_MNNVL_ENABLE=1 NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=1` to the launch environment "
-                 "(K3 recipe, GB200/GB300 NVL)."],
+                [
+                    "Add `NCCL_MNNVL_ENABLE=1 NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=1` to the launch environment "
+                    "(K3 recipe, GB200/GB300 NVL)."
+                ],
                 ["https://github.com/vllm-project/recipes"],
             )
         )
@@ -312,9 +359,17 @@ def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
     multi = world is None or world > 1
     shm = (lim.get("shm") or {}).get("size_bytes")
     if "shm" in lim and shm is None:
-        out.append(Finding("HLT-LIM001", Severity.INFO, Category.NCCL_NETWORK, "/dev/shm size could not be read",
-                           [str(lim["shm"].get("error") or lim["shm"].get("unparsed") or "no value")],
-                           ["Inside the container: `df -h /dev/shm`."], [DOCS_DOCKER_SHM]))
+        out.append(
+            Finding(
+                "HLT-LIM001",
+                Severity.INFO,
+                Category.NCCL_NETWORK,
+                "/dev/shm size could not be read",
+                [str(lim["shm"].get("error") or lim["shm"].get("unparsed") or "no value")],
+                ["Inside the container: `df -h /dev/shm`."],
+                [DOCS_DOCKER_SHM],
+            )
+        )
     elif shm is not None and shm < SHM_MIN_MULTI_GPU:
         default = " (Docker's default without --ipc=host or --shm-size)" if shm <= DOCKER_DEFAULT_SHM else ""
         out.append(
@@ -323,16 +378,28 @@ def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 Severity.FAIL if multi else Severity.WARN,
                 Category.NCCL_NETWORK,
                 f"/dev/shm is only {_gib(shm)}{default}",
-                [f"/dev/shm size {_gib(shm)}; world size {world if world else 'unknown'}",
-                 "symptoms: NCCL `Error while creating shared memory segment` / `posix_fallocate failed`, "
-                 "`Bus error (core dumped)` in workers"],
-                ["Run the container with `--ipc=host` (what vLLM's docs use) or `--shm-size=16g`; on Kubernetes mount an "
-                 "`emptyDir: {medium: Memory}` at /dev/shm."],
+                [
+                    f"/dev/shm size {_gib(shm)}; world size {world if world else 'unknown'}",
+                    "symptoms: NCCL `Error while creating shared memory segment` / `posix_fallocate failed`, "
+                    "`Bus error (core dumped)` in workers",
+                ],
+                [
+                    "Run the container with `--ipc=host` (what vLLM's docs use) or `--shm-size=16g`; on Kubernetes mount an "
+                    "`emptyDir: {medium: Memory}` at /dev/shm."
+                ],
                 [DOCS_DOCKER_SHM],
             )
         )
     elif shm is not None:
-        out.append(Finding("HLT-LIM001", Severity.PASS, Category.NCCL_NETWORK, f"/dev/shm is {_gib(shm)}", [f"/dev/shm {_gib(shm)}"]))
+        out.append(
+            Finding(
+                "HLT-LIM001",
+                Severity.PASS,
+                Category.NCCL_NETWORK,
+                f"/dev/shm is {_gib(shm)}",
+                [f"/dev/shm {_gib(shm)}"],
+            )
+        )
     ul = lim.get("ulimit") or {}
     rdma = bool(snap.rdma) or bool(health.get("rdma_present"))
     if "memlock_bytes" in ul:
@@ -343,17 +410,30 @@ def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     "HLT-LIM002",
                     Severity.FAIL if rdma else Severity.INFO,
                     Category.NCCL_NETWORK,
-                    f"Locked-memory limit (ulimit -l) is {_gib(ml)}" + (" on a host with RDMA devices" if rdma else ""),
-                    [f"ulimit -l = {ml // 1024} KiB", f"RDMA devices: {', '.join(p.ib_dev for p in snap.rdma) or ('present' if rdma else 'none seen')}",
-                     "symptom: NCCL WARN `Call to ibv_reg_mr failed with error Cannot allocate memory`"],
-                    ["Run the container with `--ulimit memlock=-1` (and `--cap-add IPC_LOCK`); on bare metal set "
-                     "`* - memlock unlimited` in /etc/security/limits.conf or LimitMEMLOCK=infinity in the unit."],
+                    f"Locked-memory limit (ulimit -l) is {_gib(ml)}"
+                    + (" on a host with RDMA devices" if rdma else ""),
+                    [
+                        f"ulimit -l = {ml // 1024} KiB",
+                        f"RDMA devices: {', '.join(p.ib_dev for p in snap.rdma) or ('present' if rdma else 'none seen')}",
+                        "symptom: NCCL WARN `Call to ibv_reg_mr failed with error Cannot allocate memory`",
+                    ],
+                    [
+                        "Run the container with `--ulimit memlock=-1` (and `--cap-add IPC_LOCK`); on bare metal set "
+                        "`* - memlock unlimited` in /etc/security/limits.conf or LimitMEMLOCK=infinity in the unit."
+                    ],
                     [DOCS_NCCL_TROUBLE],
                 )
             )
         else:
-            out.append(Finding("HLT-LIM002", Severity.PASS, Category.NCCL_NETWORK, f"Locked-memory limit is {_gib(ml)}",
-                               [f"ulimit -l = {'unlimited' if ml is None else ml // 1024}"]))
+            out.append(
+                Finding(
+                    "HLT-LIM002",
+                    Severity.PASS,
+                    Category.NCCL_NETWORK,
+                    f"Locked-memory limit is {_gib(ml)}",
+                    [f"ulimit -l = {'unlimited' if ml is None else ml // 1024}"],
+                )
+            )
     if "nofile" in ul:
         nf = ul["nofile"]
         hard = ul.get("nofile_hard", nf)
@@ -366,8 +446,10 @@ def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     Category.OTHER,
                     f"Open-files limit (ulimit -n) is {best}",
                     [f"ulimit -n soft {nf}, hard {hard}"],
-                    ["Raise it to at least 65535 (`--ulimit nofile=1048576:1048576`): the API server needs a descriptor "
-                     "per connection and NCCL/ZMQ open many sockets per rank."],
+                    [
+                        "Raise it to at least 65535 (`--ulimit nofile=1048576:1048576`): the API server needs a descriptor "
+                        "per connection and NCCL/ZMQ open many sockets per rank."
+                    ],
                 )
             )
     cg = lim.get("cgroup_memory") or {}
@@ -381,16 +463,27 @@ def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     Severity.FAIL,
                     Category.OOM_STARTUP,
                     f"Container memory limit {_gib(limit)} is below the CPU memory vLLM needs (~{_gib(need)})",
-                    [f"cgroup memory limit {_gib(limit)}", "estimate: " + "; ".join(parts),
-                     "symptom: workers SIGKILLed by the OOM killer during weight loading (exit code -9 / 137)"],
-                    ["Raise the container/pod memory limit (or remove it), or lower --swap-space / --cpu-offload-gb / "
-                     "VLLM_CPU_KVCACHE_SPACE; check `dmesg | grep -i 'killed process'` for OOM kills."],
+                    [
+                        f"cgroup memory limit {_gib(limit)}",
+                        "estimate: " + "; ".join(parts),
+                        "symptom: workers SIGKILLed by the OOM killer during weight loading (exit code -9 / 137)",
+                    ],
+                    [
+                        "Raise the container/pod memory limit (or remove it), or lower --swap-space / --cpu-offload-gb / "
+                        "VLLM_CPU_KVCACHE_SPACE; check `dmesg | grep -i 'killed process'` for OOM kills."
+                    ],
                 )
             )
         else:
-            out.append(Finding("HLT-LIM004", Severity.PASS, Category.OOM_STARTUP,
-                               f"Container memory limit {_gib(limit)} covers the estimated need (~{_gib(need)})",
-                               ["estimate: " + "; ".join(parts)]))
+            out.append(
+                Finding(
+                    "HLT-LIM004",
+                    Severity.PASS,
+                    Category.OOM_STARTUP,
+                    f"Container memory limit {_gib(limit)} covers the estimated need (~{_gib(need)})",
+                    ["estimate: " + "; ".join(parts)],
+                )
+            )
     return out
 
 
@@ -444,24 +537,40 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
     if smi and not smi.get("ok"):
         kind = (err or {}).get("kind", "unknown")
         fixes = {
-            "cuda_requirement": [f"The image needs CUDA >= {(err or {}).get('required_cuda')}: upgrade the host driver "
-                                 "(CUDA 13 images need r580+), or use an image built for the installed driver's CUDA."],
-            "no_gpu_runtime": ["Install/configure the NVIDIA Container Toolkit (`nvidia-ctk runtime configure --runtime=docker`, "
-                               "restart dockerd), then re-run `docker run --rm --gpus all --entrypoint nvidia-smi IMAGE`."],
-            "no_nvidia_runtime": ["Install the NVIDIA Container Toolkit and register the runtime with Docker."],
+            "cuda_requirement": [
+                f"The image needs CUDA >= {(err or {}).get('required_cuda')}: upgrade the host driver "
+                "(CUDA 13 images need r580+), or use an image built for the installed driver's CUDA."
+            ],
+            "no_gpu_runtime": [
+                "Install/configure the NVIDIA Container Toolkit (`nvidia-ctk runtime configure --runtime=docker`, "
+                "restart dockerd), then re-run `docker run --rm --gpus all --entrypoint nvidia-smi IMAGE`."
+            ],
+            "no_nvidia_runtime": [
+                "Install the NVIDIA Container Toolkit and register the runtime with Docker."
+            ],
             "driver_not_loaded": ["Load the NVIDIA driver on the host (`nvidia-smi` must work there first)."],
-            "image_missing": ["The tag does not exist or cannot be pulled: check the exact tag/digest (never rename another "
-                              "CUDA tag) and `docker login` for private registries."],
-            "daemon_unreachable": ["Start dockerd or point DOCKER_HOST at it; the in-image checks need a Docker engine."],
-        }.get(kind, ["Run `docker run --rm --gpus all --entrypoint nvidia-smi IMAGE` by hand and read its error."])
+            "image_missing": [
+                "The tag does not exist or cannot be pulled: check the exact tag/digest (never rename another "
+                "CUDA tag) and `docker login` for private registries."
+            ],
+            "daemon_unreachable": [
+                "Start dockerd or point DOCKER_HOST at it; the in-image checks need a Docker engine."
+            ],
+        }.get(
+            kind,
+            ["Run `docker run --rm --gpus all --entrypoint nvidia-smi IMAGE` by hand and read its error."],
+        )
         out.append(
             Finding(
                 "HLT-IMG001",
                 Severity.FAIL,
                 Category.DRIVER_CUDA if kind != "image_missing" else Category.IMAGE_DEPENDENCY,
                 f"The container cannot see the GPUs: `nvidia-smi` failed inside {name}",
-                [f"{(img.get('probes') or {}).get('nvidia-smi', {}).get('status', 'docker run … nvidia-smi')}",
-                 f"{kind}: {(err or {}).get('line', '')}"] + ([f"host driver {host_driver}"] if host_driver else []),
+                [
+                    f"{(img.get('probes') or {}).get('nvidia-smi', {}).get('status', 'docker run … nvidia-smi')}",
+                    f"{kind}: {(err or {}).get('line', '')}",
+                ]
+                + ([f"host driver {host_driver}"] if host_driver else []),
                 fixes,
                 [DOCS_CUDA_COMPAT],
             )
@@ -472,8 +581,10 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
     if image_cuda and driver_in_container:
         floor = family_floor(image_cuda)
         native = native_requirement(image_cuda)
-        ev = [f"in-image CUDA {image_cuda} (torch.version.cuda)", f"driver {driver_in_container} "
-              f"(max CUDA {smi.get('cuda_version') or '?'})"]
+        ev = [
+            f"in-image CUDA {image_cuda} (torch.version.cuda)",
+            f"driver {driver_in_container} (max CUDA {smi.get('cuda_version') or '?'})",
+        ]
         if floor and version_lt(driver_in_container, floor.min_driver):
             out.append(
                 Finding(
@@ -482,9 +593,11 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     Category.DRIVER_CUDA,
                     f"Host driver {driver_in_container} is too old for the image's CUDA {image_cuda}",
                     ev + [f"CUDA {floor.cuda} needs driver >= {floor.min_driver} ({floor.source})"],
-                    [f"Upgrade the host driver to >= {native.min_driver if native else floor.min_driver} "
-                     "(installing a CUDA toolkit does not upgrade the driver), then re-run nvidia-smi inside the container.",
-                     "Or use an image built for the driver's CUDA and record torch/CUDA/vLLM versions."],
+                    [
+                        f"Upgrade the host driver to >= {native.min_driver if native else floor.min_driver} "
+                        "(installing a CUDA toolkit does not upgrade the driver), then re-run nvidia-smi inside the container.",
+                        "Or use an image built for the driver's CUDA and record torch/CUDA/vLLM versions.",
+                    ],
                     [DOCS_CUDA_COMPAT],
                 )
             )
@@ -496,14 +609,23 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     Category.DRIVER_CUDA,
                     f"Driver {driver_in_container} runs CUDA {image_cuda} only through minor-version compatibility",
                     ev + [f"CUDA {native.cuda} native minimum {native.min_driver} ({native.release})"],
-                    ["Works for most kernels; PTX JIT and some new APIs fail. Upgrade the driver to "
-                     f">= {native.min_driver} for a supported combination."],
+                    [
+                        "Works for most kernels; PTX JIT and some new APIs fail. Upgrade the driver to "
+                        f">= {native.min_driver} for a supported combination."
+                    ],
                     [DOCS_CUDA_COMPAT],
                 )
             )
         else:
-            out.append(Finding("HLT-IMG002", Severity.PASS, Category.DRIVER_CUDA,
-                               f"Driver {driver_in_container} supports the image's CUDA {image_cuda}", ev))
+            out.append(
+                Finding(
+                    "HLT-IMG002",
+                    Severity.PASS,
+                    Category.DRIVER_CUDA,
+                    f"Driver {driver_in_container} supports the image's CUDA {image_cuda}",
+                    ev,
+                )
+            )
     host_count = len(snap.gpus) or (health.get("host_gpu") or {}).get("gpu_count")
     seen = smi.get("gpu_count") if smi.get("ok") else None
     if host_count and seen is not None:
@@ -515,13 +637,22 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     Category.OOM_STARTUP,
                     f"The container sees {seen} of the host's {host_count} GPUs",
                     [f"host: {host_count} GPU(s); `docker run --gpus all … nvidia-smi`: {seen}"],
-                    ["Check CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES and the --gpus/device request; a GPU missing "
-                     "from the host's view too points at Xid 79 / hardware (see the Xid findings)."],
+                    [
+                        "Check CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES and the --gpus/device request; a GPU missing "
+                        "from the host's view too points at Xid 79 / hardware (see the Xid findings)."
+                    ],
                 )
             )
         else:
-            out.append(Finding("HLT-IMG003", Severity.PASS, Category.OOM_STARTUP,
-                               f"The container sees all {seen} GPUs", [f"host {host_count}, container {seen}"]))
+            out.append(
+                Finding(
+                    "HLT-IMG003",
+                    Severity.PASS,
+                    Category.OOM_STARTUP,
+                    f"The container sees all {seen} GPUs",
+                    [f"host {host_count}, container {seen}"],
+                )
+            )
     fams = img.get("cuda_userspace") or {}
     if len([f for f in fams if f in ("12", "13")]) > 1:
         out.append(
@@ -530,10 +661,15 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 Severity.FAIL,
                 Category.IMAGE_DEPENDENCY,
                 "The image mixes CUDA 12.x and 13.x user-space libraries",
-                [f"CUDA {fam}: {', '.join(pkgs[:5])}{' …' if len(pkgs) > 5 else ''}" for fam, pkgs in sorted(fams.items())],
-                ["Rebuild from one CUDA line (the K3 image is CUDA 13 only): remove the other family's nvidia-*-cuXX "
-                 "wheels, reinstall torch/vLLM/FlashInfer from the same index, and re-run the whole launch - "
-                 "`import vllm` working proves nothing."],
+                [
+                    f"CUDA {fam}: {', '.join(pkgs[:5])}{' …' if len(pkgs) > 5 else ''}"
+                    for fam, pkgs in sorted(fams.items())
+                ],
+                [
+                    "Rebuild from one CUDA line (the K3 image is CUDA 13 only): remove the other family's nvidia-*-cuXX "
+                    "wheels, reinstall torch/vLLM/FlashInfer from the same index, and re-run the whole launch - "
+                    "`import vllm` working proves nothing."
+                ],
             )
         )
     if versions:
@@ -547,13 +683,24 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
         ]
         if versions.get("torch_error"):
             rows.append(f"torch import failed in the image: {versions['torch_error']}")
-        out.append(Finding("HLT-IMG005", Severity.INFO, Category.IMAGE_DEPENDENCY, f"Versions inside {name}", rows))
+        out.append(
+            Finding("HLT-IMG005", Severity.INFO, Category.IMAGE_DEPENDENCY, f"Versions inside {name}", rows)
+        )
     elif img.get("versions_error"):
         e = img["versions_error"]
-        out.append(Finding("HLT-IMG005", Severity.WARN, Category.IMAGE_DEPENDENCY,
-                           f"Could not read the versions inside {name}", [f"{e.get('kind')}: {e.get('line')}"],
-                           ["Run `docker run --rm --entrypoint python3 IMAGE -c 'import vllm, torch; print(vllm.__version__, "
-                            "torch.__version__, torch.version.cuda)'` by hand."]))
+        out.append(
+            Finding(
+                "HLT-IMG005",
+                Severity.WARN,
+                Category.IMAGE_DEPENDENCY,
+                f"Could not read the versions inside {name}",
+                [f"{e.get('kind')}: {e.get('line')}"],
+                [
+                    "Run `docker run --rm --entrypoint python3 IMAGE -c 'import vllm, torch; print(vllm.__version__, "
+                    "torch.__version__, torch.version.cuda)'` by hand."
+                ],
+            )
+        )
     return out
 
 
