@@ -194,6 +194,7 @@ def write_run(
                 "vllm_version": "0.27.1",
                 "launch_args": argv,
                 "key_log_lines": [
+                    ARGS_LINE,
                     "INFO 11-30 02:10:01 [gpu_worker.py:1] Available KV cache memory: 61.2 GiB",
                     XSS_LINE,
                 ],
