@@ -64,9 +64,15 @@ class TriageResult:
             c = dict(c)
             c["first"] = dict(c["first"], text=redact_text(c["first"]["text"]))
             cascade.append(c)
+        signals = []
+        for c in v.signals:
+            c = dict(c)
+            c["first"] = dict(c["first"], text=redact_text(c["first"]["text"]))
+            signals.append(c)
         return {
             "root_cause": root,
             "cascade": cascade,
+            "signals": signals,
             "fix": list(v.fix),
             "docs": list(v.docs),
             "sources": self.sources,

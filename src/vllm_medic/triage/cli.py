@@ -91,7 +91,8 @@ def triage_cmd(
         payload = result.to_dict()
         payload["findings"] = [f.to_dict() for f in result.findings()]
         payload["exit_code"] = code
-        sys.stdout.write(dumps(payload) + "\n")
+        # Texts are redacted field by field; key-name redaction would hide the `signature` field.
+        sys.stdout.write(dumps(payload, redact=False) + "\n")
     else:
         from vllm_medic.cli_common import console
         from vllm_medic.triage.render import render

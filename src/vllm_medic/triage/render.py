@@ -71,3 +71,18 @@ def render(result: TriageResult, console: Console) -> None:
             p(f"    [bold]{i}.[/] {escape(step)}", highlight=False)
     for d in v.docs:
         p(f"    [dim]docs: {escape(d)}[/]", highlight=False)
+    _signals(result, console)
+
+
+def _signals(result: TriageResult, console: Console) -> None:
+    if not result.verdict.signals:
+        return
+    console.print("[bold]Signals worth a look (not failures on their own):[/]", highlight=False)
+    for s in result.verdict.signals:
+        f = s["first"]
+        console.print(
+            f"    • {escape(s['title'])} ({escape(s['category'])}) — {escape(s['summary'])}; first at "
+            f"{escape(f['source'])}:{f['line']}",
+            highlight=False,
+        )
+        console.print(f"      [dim]{escape(redact_text(f['text']).strip()[:300])}[/]", highlight=False)

@@ -30,7 +30,6 @@ _RUNTIME_SIGS = {"engine-dead"}
 
 CONF_STRONG = 0.9
 CONF_STRONG_CONTESTED = 0.75
-CONF_WEAK = 0.5
 CONF_GENERIC = 0.3
 CONF_CASCADE_ONLY = 0.15
 
@@ -45,15 +44,17 @@ class Verdict:
     cascade: list[dict[str, Any]] = field(default_factory=list)
     fix: list[str] = field(default_factory=list)
     docs: list[str] = field(default_factory=list)
+    signals: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _tier(hit: Hit) -> int:
+    """0 strong root, 1 generic error line, 2 cascade only, 9 weak signal (never a root by itself)."""
     sig = hit.signature
     if sig is None:
-        return 2
+        return 1
     if sig.role == "cascade":
-        return 3
-    return 0 if sig.strong else 1
+        return 2 if sig.priority > 0 else 10  # priority-0 cascades (orderly shutdown) are never reported alone
+    return 0 if sig.strong else 9
 
 
 def earlier(a: Hit, b: Hit) -> int:
@@ -119,11 +120,13 @@ def summarize(stats: SigStats, *, exclude_one: bool) -> str:
 
 def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     hits = list(acc.first.values())
-    if not hits:
-        return Verdict(None, None, 0.0, "no anomaly found", None)
+    signals = [_entry(h, acc) for h in _sorted([h for h in hits if _tier(h) == 9])]
     by_tier: dict[int, list[Hit]] = {}
     for h in hits:
         by_tier.setdefault(_tier(h), []).append(h)
+    if not by_tier or min(by_tier) >= 9:
+        reason = "no anomaly found" if not signals else "no failure found; only weak signals (see signals)"
+        return Verdict(None, None, 0.0, reason, None, signals=signals)
     tier = min(by_tier)
     ordered = _sorted(by_tier[tier])
     root = ordered[0]
@@ -140,8 +143,6 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
         confidence = CONF_STRONG_CONTESTED if contested else CONF_STRONG
         reason = f"earliest root-cause signature `{sig.id}`"
     elif tier == 1:
-        confidence, reason = CONF_WEAK, f"only weak signals found; earliest is `{sig.id}`"
-    elif tier == 2:
         confidence, reason = (
             CONF_GENERIC,
             "no catalogue signature matched; earliest ERROR/Traceback/FATAL line",
@@ -150,9 +151,9 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
         confidence = CONF_CASCADE_ONLY
         reason = "only consequences (cascade) found; the root cause is probably in a log not given"
 
-    category = sig.category if sig is not None and tier < 3 else Category.OTHER.value
+    category = sig.category if sig is not None and tier == 0 else Category.OTHER.value
     phase_evidence = None
-    if sig is not None and sig.runtime_category and tier < 3:
+    if sig is not None and sig.runtime_category and tier == 0:
         ran, phase_evidence = decide_phase(root, acc)
         if ran:
             category = sig.runtime_category
@@ -197,7 +198,7 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
 
     fix: list[str] = []
     docs: list[str] = []
-    if sig is not None and tier < 3:
+    if sig is not None and tier == 0:
         fix.extend(sig.fix)
         docs.extend(sig.docs)
     for step in catalogue.category_fix.get(category, []):
@@ -206,7 +207,22 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     for d in catalogue.category_docs.get(category, []):
         if d not in docs:
             docs.append(d)
-    return Verdict(root, category, confidence, reason, phase_evidence, cascade, fix, docs)
+    return Verdict(root, category, confidence, reason, phase_evidence, cascade, fix, docs, signals)
+
+
+def _entry(h: Hit, acc: Accumulator) -> dict[str, Any]:
+    stats = acc.stats.get(h.sig_id, SigStats())
+    return {
+        "signature": h.sig_id,
+        "role": h.signature.role if h.signature else "generic",
+        "category": h.signature.category if h.signature else Category.OTHER.value,
+        "title": h.signature.title if h.signature else "error line",
+        "count": stats.count,
+        "ranks": sorted(stats.ranks),
+        "sources": list(stats.sources),
+        "summary": summarize(stats, exclude_one=False),
+        "first": _where(h),
+    }
 
 
 def _where(h: Hit) -> dict[str, Any]:
@@ -222,7 +238,21 @@ def _where(h: Hit) -> dict[str, Any]:
 
 def to_findings(v: Verdict) -> list[Finding]:
     if v.root is None:
-        return [Finding("triage.root-cause", Severity.PASS, Category.OTHER, "No anomaly found in the logs")]
+        out = [Finding("triage.root-cause", Severity.PASS, Category.OTHER, "No failure found in the logs")]
+        for s in v.signals:
+            out.append(
+                Finding(
+                    f"triage.signal.{s['signature']}",
+                    Severity.INFO,
+                    Category(s["category"]),
+                    s["title"],
+                    evidence=[
+                        f"{s['first']['source']}:{s['first']['line']}: {s['first']['text'].strip()[:300]}",
+                        s["summary"],
+                    ],
+                )
+            )
+        return out
     ev = v.root.event
     title = (
         v.root.signature.title
