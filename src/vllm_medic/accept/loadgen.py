@@ -370,21 +370,24 @@ class LoadStep:
             await asyncio.sleep(LAG_TICK_S)
             self.result.loop_lag.record(max(0.0, perf() - t - LAG_TICK_S))
 
+    async def _sample_once(self, client: ServerClient) -> None:
+        t = time.perf_counter() - self._t0
+        h = await client.health(timeout_s=5.0)
+        kv = waiting = running = pre = None
+        try:
+            m = await client.metrics()
+            kv = m.gauge(KV_CACHE_USAGE, agg="max")
+            waiting = m.gauge(REQUESTS_WAITING)
+            running = m.gauge(REQUESTS_RUNNING)
+            pre = m.counter(NUM_PREEMPTIONS)
+        except Exception:  # noqa: BLE001 - a failed scrape is recorded as missing values
+            pass
+        self.result.server.append(ServerSample(t, kv, waiting, running, pre, h.status, h.error))
+
     async def _sampler(self, client: ServerClient) -> None:
         assert self.metrics_interval_s is not None
         while True:
-            t = time.perf_counter() - self._t0
-            h = await client.health(timeout_s=5.0)
-            kv = waiting = running = pre = None
-            try:
-                m = await client.metrics()
-                kv = m.gauge(KV_CACHE_USAGE, agg="max")
-                waiting = m.gauge(REQUESTS_WAITING)
-                running = m.gauge(REQUESTS_RUNNING)
-                pre = m.counter(NUM_PREEMPTIONS)
-            except Exception:  # noqa: BLE001 - a failed scrape is recorded as missing values
-                pass
-            self.result.server.append(ServerSample(t, kv, waiting, running, pre, h.status, h.error))
+            await self._sample_once(client)
             await asyncio.sleep(self.metrics_interval_s)
 
     def _judge(self, cpu_s: float, wall_s: float) -> None:
@@ -417,6 +420,11 @@ class LoadStep:
                 await self._closed_loop(client)
             else:
                 await self._open_loop(client)
+            if self.metrics_interval_s:  # one last look at the server after the load
+                helpers[-1].cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await helpers[-1]
+                await self._sample_once(client)
         except asyncio.CancelledError:
             r.interrupted = True
             r.stopped_reason = r.stopped_reason or "interrupted"

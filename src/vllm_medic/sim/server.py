@@ -723,6 +723,10 @@ class SimHandle:
         self._ready.set()
         self._loop.run_forever()
         self._loop.run_until_complete(self._cleanup())
+        pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
+        for t in pending:
+            t.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         self._loop.close()
 
     async def _start(self) -> None:
