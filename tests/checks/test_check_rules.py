@@ -74,7 +74,8 @@ def test_registry_orders_rules_by_method_and_ids_are_unique():
     assert len(ids) == len(set(ids)) >= 20
     orders = [r.category.order for r in rules]
     assert orders == sorted(orders)
-    assert rules[0].category is Category.DRIVER_CUDA and rules[-1].category is Category.PREFIX_CACHE
+    assert rules[0].category is Category.DRIVER_CUDA and rules[-1].category is Category.OTHER
+    assert [r.category for r in rules if r.category is not Category.OTHER][-1] is Category.PREFIX_CACHE
     assert all(r.title and r.why and r.fix for r in RULES)
 
 
@@ -415,3 +416,48 @@ def test_pfx001_generic_hybrid_from_config_and_plain_models():
     assert f.severity.value == "warn"
     f = one(check(snap(launch="vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 4"), GENERIC), "PFX001")
     assert f.severity.value == "pass"
+
+
+# ---------------------------------------------------------------- official recipe profile
+
+OFFICIAL_K3 = load_recipe(
+    str(
+        __import__("pathlib").Path(__file__).parents[1]
+        / "data/checks/official-recipes/models/moonshotai/Kimi-K3.yaml"
+    )
+)
+BLACKWELL_PROFILE = (
+    "VLLM_ENGINE_READY_TIMEOUT_S=3600 VLLM_USE_V2_MODEL_RUNNER=1 VLLM_USE_RUST_FRONTEND=1 "
+    "VLLM_ALLREDUCE_USE_FLASHINFER=1 vllm serve moonshotai/Kimi-K3 -tp 8 --trust-remote-code "
+    "--gpu-memory-utilization 0.95 --load-format fastsafetensors --no-enable-flashinfer-autotune "
+    "--max-model-len 1048576 --kv-cache-dtype fp8 "
+    '--attention-config \'{"use_prefill_query_quantization":true,"mla_prefill_backend":"flashinfer"}\' '
+    "--enable-prefix-caching"
+)
+
+
+def test_rec001_launch_vs_official_profile():
+    f = one(check(snap(launch=BLACKWELL_PROFILE), OFFICIAL_K3), "REC001")
+    assert f.severity.value == "pass", f.evidence
+    f = one(check(snap(launch=K3_GOOD), OFFICIAL_K3), "REC001")
+    assert f.severity.value == "info"
+    text = " ".join(f.evidence)
+    assert (
+        "missing --load-format fastsafetensors" in text
+        and "missing env VLLM_ENGINE_READY_TIMEOUT_S=3600" in text
+    )
+    assert "--no-enable-flashinfer-autotune" in text
+    # hopper profile on H200: different layer, different expectations
+    f = one(check(snap(gpu="NVIDIA H200", mem=143771, launch=BLACKWELL_PROFILE), OFFICIAL_K3), "REC001")
+    assert "hardware_overrides.hopper" in " ".join(f.evidence) and "--moe-backend" in " ".join(f.evidence)
+
+
+def test_rec001_strategy_not_supported_on_hardware():
+    f = one(check(snap(launch=K3_GOOD), OFFICIAL_K3, strategy="multi_node_tp_dp"), "REC001")
+    assert f.severity.value == "warn"
+    f = one(
+        check(snap(gpu="NVIDIA H200", mem=143771, launch=K3_GOOD), OFFICIAL_K3, strategy="multi_node_tp_dp"),
+        "REC001",
+    )
+    assert f.severity.value != "warn"  # strategy_hardware grants it on h200
+    assert one(check(snap(launch=K3_GOOD)), "REC001").severity.value == "pass"  # shipped recipe: no profile

@@ -28,6 +28,7 @@ RULE_MODULES: list[str] = [
     "vllm_medic.checks.rules_layout",
     "vllm_medic.checks.rules_network",
     "vllm_medic.checks.rules_cache",
+    "vllm_medic.checks.rules_recipe",
 ]
 
 

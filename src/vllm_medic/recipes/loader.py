@@ -372,6 +372,11 @@ def _parse_official(doc: dict[str, Any], path: Path) -> Recipe:
         strategy_overrides=strategy_overrides,
         compatible_strategies=compatible,
         strategies=_load_strategies(path, wanted),
+        strategy_hardware={
+            str(k): {str(h): str(x) for h, x in v.items()}
+            for k, v in (doc.get("strategy_hardware") or {}).items()
+            if isinstance(v, dict)
+        },
         default_strategy=doc.get("default_strategy"),
         default_hardware=meta.get("default_hardware"),
         verified_hardware={str(k): str(v) for k, v in (meta.get("hardware") or {}).items()},

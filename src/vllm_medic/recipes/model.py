@@ -105,6 +105,7 @@ class OfficialProfile:
     strategy_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     compatible_strategies: list[str] = field(default_factory=list)
     strategies: dict[str, dict[str, Any]] = field(default_factory=dict)  # resolved from strategies/ dir
+    strategy_hardware: dict[str, dict[str, str]] = field(default_factory=dict)
     default_strategy: str | None = None
     default_hardware: str | None = None
     verified_hardware: dict[str, str] = field(default_factory=dict)
