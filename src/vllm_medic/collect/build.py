@@ -332,6 +332,8 @@ def _image(ctx: BuildContext) -> None:
         r = parse_image_inspect(text, requested=requested)
         if r.problems and r.image.tag is None and r.image.id is None:
             ctx.unparsable("docker-image-inspect", "; ".join(r.problems))
+        else:
+            ctx.note("docker-image-inspect", r.problems)
         ctx.snapshot.image = r.image
     if requested and not ctx.snapshot.image.tag:
         ctx.snapshot.image.tag = requested

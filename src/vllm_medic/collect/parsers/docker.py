@@ -35,7 +35,10 @@ def parse_image_inspect(text: str, requested: str | None = None) -> ImageResult:
     try:
         data: Any = json.loads(body[start:])
     except json.JSONDecodeError as exc:
-        result.problems.append(f"not valid JSON: {exc.msg} at line {exc.lineno}")
+        result.problems.append(
+            f"not valid JSON ({exc.msg} at line {exc.lineno}); fields salvaged from the text"
+        )
+        _salvage(body[start:], result.image, requested)
         return result
     items = data if isinstance(data, list) else [data]
     obj = next((x for x in items if isinstance(x, dict)), None)
@@ -71,6 +74,29 @@ def parse_image_inspect(text: str, requested: str | None = None) -> ImageResult:
         if m:
             img.cuda_version = m.group(1)
     return result
+
+
+_SALVAGE_ID = re.compile(r'"Id"\s*:\s*"(sha256:[0-9a-f]{64})"')
+_SALVAGE_LIST = r'"{key}"\s*:\s*\[(?P<body>[^\]]*)'
+_SALVAGE_ENV = re.compile(r'"(?P<k>CUDA_VERSION|NV_CUDA_CUDART_VERSION|NVIDIA_REQUIRE_CUDA)=(?P<v>[^"]*)"')
+
+
+def _salvage(text: str, img: Image, requested: str | None) -> None:
+    """Truncated `docker inspect` (a paste cut short): keep the fields that are complete."""
+    m = _SALVAGE_ID.search(text)
+    img.id = m.group(1) if m else None
+    lists: dict[str, list[str]] = {}
+    for key in ("RepoTags", "RepoDigests"):
+        found = re.search(_SALVAGE_LIST.format(key=key), text)
+        lists[key] = re.findall(r'"([^"]+)"', found.group("body")) if found else []
+    img.tag = requested or (lists["RepoTags"][0] if lists["RepoTags"] else None)
+    img.repo_digests = lists["RepoDigests"]
+    img.digest = _pick_digest(img.repo_digests, img.tag)
+    env = {m.group("k"): m.group("v") for m in _SALVAGE_ENV.finditer(text)}
+    img.cuda_version = env.get("CUDA_VERSION")
+    if not img.cuda_version and env.get("NVIDIA_REQUIRE_CUDA"):
+        req = re.search(r"cuda>=(\d+\.\d+)", env["NVIDIA_REQUIRE_CUDA"])
+        img.cuda_version = req.group(1) if req else None
 
 
 def _pick_digest(repo_digests: list[str], tag: str | None) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from vllm_medic.collect.parsers import is_prompt_line
 from vllm_medic.snapshot import NetLink, RdmaPort
 
 _IBDEV = re.compile(
@@ -42,7 +43,7 @@ def parse_ibdev2netdev(text: str) -> RdmaResult:
                     state=m.group("state").strip() or None,
                 )
             )
-        elif line.strip() and not re.match(r"^\S*[#$>]\s", line.strip()):
+        elif line.strip() and not is_prompt_line(line):
             other += 1
     if not result.ports and other:
         result.problems.append("no 'DEV port N ==> NETDEV (State)' line found")

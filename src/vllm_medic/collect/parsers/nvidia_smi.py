@@ -7,14 +7,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_medic.collect.parsers import is_prompt_line
 from vllm_medic.snapshot import Driver, Gpu, GpuProcess
 
+# R610+ prints "KMD Version" / "CUDA UMD Version" where older drivers print "Driver Version" / "CUDA Version".
 _HEADER = re.compile(
-    r"NVIDIA-SMI\s+(?P<smi>[\w.\-]+)\s+Driver Version:\s*(?P<driver>[\w.\-]+)"
-    r"(?:\s+CUDA Version:\s*(?P<cuda>[\w.\-/]+))?"
+    r"NVIDIA-SMI\s+(?P<smi>[\w.\-]+)\s+(?:Driver|KMD) Version:\s*(?P<driver>[\w.\-]+)"
+    r"(?:\s+CUDA(?: UMD)? Version:\s*(?P<cuda>[\w.\-/]+))?"
 )
-_DRIVER_ONLY = re.compile(r"Driver Version:\s*(?P<driver>\d+(?:\.\d+)+)")
-_CUDA_ONLY = re.compile(r"CUDA Version:\s*(?P<cuda>\d+\.\d+|N/A)")
+_DRIVER_ONLY = re.compile(r"(?:Driver|KMD) Version:\s*(?P<driver>\d+(?:\.\d+)+)")
+_CUDA_ONLY = re.compile(r"CUDA(?: UMD)? Version:\s*(?P<cuda>\d+\.\d+|N/A)")
 _GPU_FIRST = re.compile(r"^\s*(?P<index>\d+)\s+(?P<name>.*?)\s*(?P<persist>\bOn|\bOff)?\s*$")
 _MEMORY = re.compile(r"(?P<used>\d+)\s*MiB\s*/\s*(?P<total>\d+)\s*MiB")
 _BUS = re.compile(r"(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
@@ -110,10 +112,15 @@ def _parse_into(text: str, result: SmiTable) -> None:
         result.driver.status, result.driver.status_detail = failure
         return
     if header is None and result.driver.version is None:
-        result.problems.append("no 'NVIDIA-SMI ... Driver Version' header and no known failure message")
-        return
-    result.driver.status = "ok"
-    section = "header"
+        if "|" not in text:
+            result.problems.append("no 'NVIDIA-SMI ... Driver Version' header and no known failure message")
+            return
+        result.problems.append(
+            "no 'NVIDIA-SMI ... Driver Version' header (excerpt?); read the table rows only"
+        )
+    else:
+        result.driver.status = "ok"
+    section = "header" if header is not None else "gpu_header"
     current: Gpu | None = None
     line_in_block = 0
     mig_current: dict[str, Any] | None = None
@@ -123,7 +130,7 @@ def _parse_into(text: str, result: SmiTable) -> None:
         if not stripped:
             continue
         if not stripped.startswith(("|", "+")):
-            if section != "header" and not re.match(r"^\S*[#$>]\s", stripped):
+            if section != "header" and not is_prompt_line(stripped):
                 result.warnings.append(stripped)
             continue
         inner = stripped.strip("|").strip()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from vllm_medic.collect.parsers import is_prompt_line
 from vllm_medic.collect.parsers.system import parse_env
 from vllm_medic.collect.parsers.topology import TopologyResult, parse_topology
 from vllm_medic.snapshot import PythonEnv, Torch, Vllm
@@ -104,7 +105,7 @@ def parse_pip_freeze(text: str) -> FreezeResult:
     unread = 0
     for raw in text.splitlines():
         line = raw.strip()
-        if not line or line.startswith("#") or re.match(r"^\S*[#$>]\s", line):
+        if not line or line.startswith("#") or is_prompt_line(line):
             continue
         m = _FREEZE.match(line) or _CONDA.match(line)
         if m:

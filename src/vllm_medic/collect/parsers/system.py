@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from vllm_medic.collect.parsers import is_prompt_line
 from vllm_medic.redact import redact_env
 from vllm_medic.snapshot import Container, Host
 
@@ -71,7 +72,7 @@ def parse_lsmod(text: str) -> ModulesResult:
     unread = 0
     for raw in text.splitlines():
         line = raw.strip()
-        if not line or line.startswith("Module ") or re.match(r"^(\(\S+\)\s*)?\S*[#$>](\s|$)", line):
+        if not line or line.startswith("Module ") or is_prompt_line(line):
             continue
         m = _LSMOD_ROW.match(line)
         if m:
