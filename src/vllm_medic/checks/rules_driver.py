@@ -304,12 +304,8 @@ def mixed_cuda_wheels(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         ]
     majors = sorted(us)
     if len(majors) <= 1:
-        what = f"cu{majors[0]}" if majors else "no nvidia-*-cuXX wheels"
-        return [
-            r.finding(
-                "pass", f"NVIDIA wheels: {what} only", [f"{len(us.get(m, []))} cu{m} wheels" for m in majors]
-            )
-        ]
+        title = f"NVIDIA wheels: cu{majors[0]} only" if majors else "No nvidia-*-cu12/13 wheels installed"
+        return [r.finding("pass", title, [f"{len(us.get(m, []))} cu{m} wheels" for m in majors])]
     ev = [f"cu{m}: {', '.join(us[m][:4])}{' ...' if len(us[m]) > 4 else ''}" for m in majors]
     libs = {m: {_lib_name(s) for s in us[m]} for m in majors}
     both = set.intersection(*libs.values())
