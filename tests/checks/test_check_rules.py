@@ -461,3 +461,20 @@ def test_rec001_strategy_not_supported_on_hardware():
     )
     assert f.severity.value != "warn"  # strategy_hardware grants it on h200
     assert one(check(snap(launch=K3_GOOD)), "REC001").severity.value == "pass"  # shipped recipe: no profile
+
+
+def test_net008_mnnvl_env_on_gb300():
+    launch = DEP_RDMA.replace("-dpl 8", "-dpl 4")
+    f = one(check(snap(gpu="NVIDIA GB300", n=4, launch=launch)), "NET008")
+    assert f.severity.value == "warn" and "NCCL_MNNVL_ENABLE=1" in f.title
+    env = "NCCL_MNNVL_ENABLE=1 NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=1 "
+    assert one(check(snap(gpu="NVIDIA GB300", n=4, launch=env + launch)), "NET008").severity.value == "pass"
+    assert (
+        one(check(snap(launch=DEP_RDMA, rdma=RDMA_PORTS)), "NET008").severity.value == "pass"
+    )  # B300 + RDMA
+
+
+def test_amd_hardware_skips_nvidia_driver_checks():
+    fs = check(Snapshot(), hardware="mi355x")
+    assert one(fs, "DRV001").severity.value == "info" and "AMD" in one(fs, "DRV001").title
+    assert one(fs, "DRV002").severity.value == "pass"

@@ -43,6 +43,17 @@ def _driver_version(facts: Facts) -> tuple[str | None, str]:
 )
 def driver_answers(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     d = facts.snapshot.driver
+    if facts.family() == "amd" and not d.version:
+        return [
+            r.finding(
+                "info",
+                f"AMD hardware ({facts.hardware()}): NVIDIA driver checks do not apply",
+                [f"hardware {facts.hardware()} (--hardware or GPU names)"],
+                [
+                    "Check the ROCm stack by hand: `amd-smi version` / `rocm-smi` and `dmesg | grep -i amdgpu`."
+                ],
+            )
+        ]
     err = facts.snapshot.error_for("nvidia-smi")
     detail = d.status_detail or (err.message if err else "")
     ev = [f"nvidia-smi status: {d.status}"] + ([detail] if detail else [])
@@ -161,6 +172,14 @@ def _image_cuda(facts: Facts, recipe: Recipe) -> tuple[str | None, str]:
 )
 def driver_vs_cuda(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     drv, drv_ev = _driver_version(facts)
+    if facts.family() == "amd" and drv is None:
+        return [
+            r.finding(
+                "pass",
+                "AMD hardware: no NVIDIA driver/CUDA pairing to check",
+                [f"hardware {facts.hardware()}"],
+            )
+        ]
     cuda, cuda_ev = _image_cuda(facts, recipe)
     floor = recipe.driver
     if drv is None:

@@ -331,3 +331,33 @@ def mixed_fabric(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             [f"NVLink: {', '.join(nv) or '-'}", f"RDMA: {', '.join(rd) or '-'}"],
         )
     ]
+
+
+@rule(
+    "NET008",
+    "nccl_network",
+    "Multi-node NVLink (MNNVL) NCCL settings on GB200/GB300 NVL",
+    "On NVL trays cross-node traffic rides NVLink only when NCCL is told to use the multi-node NVLink "
+    "fabric (MNNVL) with cuMem and NVLS; otherwise it falls back to the slower network path.",
+    ["Set NCCL_MNNVL_ENABLE=1 NCCL_CUMEM_ENABLE=1 NCCL_NVLS_ENABLE=1 in the server environment."],
+    [NCCL_ENV_DOCS],
+    by_hand="`env | grep -E 'NCCL_(MNNVL|CUMEM|NVLS)_ENABLE'` in the server's environment",
+)
+def mnnvl_env(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    want = recipe.network.mnnvl_env
+    if want is None:
+        return [r.finding("pass", f"Recipe {recipe.name} sets no MNNVL environment", [])]
+    multi, multi_ev = _multi_node(facts)
+    if not facts.mnnvl() or multi is False:
+        return [
+            r.finding("pass", "Not a multi-node NVLink deployment: MNNVL settings not needed", [multi_ev])
+        ]
+    missing, ev = [], [f"hardware {facts.hardware()}", multi_ev, f"recipe: {want.source}"]
+    for k, v in want.value.items():
+        have, where = facts.env(k)
+        ev.append(where)
+        if have != v:
+            missing.append(f"{k}={v}")
+    if missing:
+        return [r.finding("warn" if multi else "info", f"MNNVL settings missing: {', '.join(missing)}", ev)]
+    return [r.finding("pass", "MNNVL NCCL settings present", ev)]
