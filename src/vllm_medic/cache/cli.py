@@ -250,3 +250,113 @@ def diff_command(
         verbose=verbose,
     )
     raise typer.Exit(int(code))
+
+
+@cache_app.command("probe")
+def probe_command(
+    url: Annotated[str, typer.Argument(help="Server base URL, e.g. http://127.0.0.1:8000")],
+    logs: Annotated[
+        Path | None, typer.Option("--logs", help="The server's log file: keep the lines written per request.")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write one JSON line per request here (as they finish).")
+    ] = None,
+    request: Annotated[
+        Path | None,
+        typer.Option("--request", help="Your own fixed chat request (JSON): sent twice before the probe's."),
+    ] = None,
+    filler_repeats: Annotated[
+        int, typer.Option("--filler-repeats", min=1, max=20000, help="Length of the fixed prefix.")
+    ] = 12,
+    retention_interval: Annotated[
+        int | None,
+        typer.Option(
+            "--retention-interval",
+            help="VLLM_PREFIX_CACHE_RETENTION_INTERVAL of the server, if /metrics lacks it.",
+        ),
+    ] = None,
+    api_key_env: ApiKeyEnvOpt = "VLLM_API_KEY",
+    as_json: JsonOpt = False,
+    junit: JunitOpt = None,
+    strict: StrictOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Send a fixed request, repeats and variants; say whether prefix caching is effective and why not."""
+    import asyncio
+
+    from vllm_medic.cache.probe import probe_findings, run_probe
+
+    extra = []
+    if request is not None:
+        body = _load_requests(request)[0]
+        body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        body.setdefault("max_tokens", 4)
+        extra = [("your request#1", body), ("your request#2 (repeat)", body)]
+    env = (
+        {"VLLM_PREFIX_CACHE_RETENTION_INTERVAL": str(retention_interval)}
+        if retention_interval is not None
+        else None
+    )
+    out_file = None
+    if out is not None:
+        try:
+            out_file = out.open("w", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write --out {out}: {exc.strerror or exc}") from exc
+
+    def save(rec) -> None:  # noqa: ANN001 - ProbeRecord, imported lazily
+        import json
+
+        from vllm_medic.redact import redact_obj
+
+        if out_file is not None:
+            out_file.write(json.dumps(redact_obj(rec.to_dict()), ensure_ascii=False) + "\n")
+            out_file.flush()
+
+    try:
+        report = asyncio.run(
+            run_probe(
+                url,
+                api_key=_api_key(api_key_env),
+                filler_repeats=filler_repeats,
+                log_path=logs,
+                env=env,
+                extra_requests=extra,
+                on_record=save,
+            )
+        )
+    finally:
+        if out_file is not None:
+            out_file.close()
+    findings = probe_findings(report)
+    payload = {
+        "url": report.url,
+        "verdict": report.verdict,
+        "flag_on": report.flag_on,
+        "engines": report.engines,
+        "cache_config_info": report.cache_config,
+        "retention_policy": None
+        if report.policy is None
+        else {
+            "block_size": report.policy.block_size,
+            "hybrid": report.policy.hybrid,
+            "mamba_cache_mode": report.policy.mamba_cache_mode,
+            "interval": report.policy.interval,
+            "hash_block_size": report.policy.hash_block_size,
+            "sources": list(report.policy.sources),
+        },
+        "requests": [r.to_dict() for r in report.records],
+        "notes": report.notes,
+        "out": str(out) if out else None,
+    }
+    code = emit_findings(
+        findings,
+        as_json=as_json,
+        junit=junit,
+        strict=strict,
+        suite="vllm-medic cache probe",
+        extra=payload,
+        title=f"Prefix caching on {url}: {report.verdict}",
+        verbose=verbose,
+    )
+    raise typer.Exit(int(code))
