@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vllm_medic.errors import UsageError
+from vllm_medic.errors import ToolError, UsageError
 from vllm_medic.model import Finding
 from vllm_medic.redact import redact_text
 from vllm_medic.triage.catalogue import Catalogue, load_catalogue
@@ -89,7 +89,9 @@ def _scan(sources: list[LogSource], catalogue: Catalogue, warnings: list[str]) -
     screen, served = build_screens(catalogue)
     described: list[dict[str, Any]] = []
     index = 0
+    failed = 0
     for src in sources:
+        before = len(warnings)
         try:
             for name, stream in iter_streams(src, warnings):
                 scanner = SourceScanner(
@@ -102,6 +104,10 @@ def _scan(sources: list[LogSource], catalogue: Catalogue, warnings: list[str]) -
                 index += 1
         except OSError as exc:
             warnings.append(f"{src.name}: cannot read ({exc}), skipped")
+        if len(warnings) > before and not any(d["lines"] for d in described[-1:] if d["name"].startswith(src.name)):
+            failed += 1
+    if sources and failed == len(sources):
+        raise ToolError("nothing could be read: " + "; ".join(warnings))
     result = TriageResult(judge(acc, catalogue), described, warnings, catalogue.files)
     return result
 

@@ -19,9 +19,10 @@ def render(result: TriageResult, console: Console) -> None:
     p(f"[dim]scanned {len(result.sources)} source(s), {scanned:,} lines[/]", highlight=False)
     if v.root is None:
         p(
-            "[green][✓][/] No anomaly found: no catalogue signature, ERROR, Traceback or FATAL line.",
+            "[green][✓][/] No failure found: no root-cause signature, ERROR, Traceback or FATAL line.",
             highlight=False,
         )
+        _signals(result, console)
         return
     ev = v.root.event
     sig = v.root.signature

@@ -22,7 +22,12 @@ from typing import BinaryIO
 
 from vllm_medic.errors import ToolError, UsageError
 
-COMMAND_TIMEOUT_S = float(os.environ.get("VLLM_MEDIC_TRIAGE_CMD_TIMEOUT", "300"))
+def command_timeout_s() -> float:
+    """How long `docker logs` / `kubectl logs` may run (VLLM_MEDIC_TRIAGE_CMD_TIMEOUT, default 300 s)."""
+    try:
+        return max(0.1, float(os.environ.get("VLLM_MEDIC_TRIAGE_CMD_TIMEOUT", "300")))
+    except ValueError:
+        return 300.0
 _RANK_IN_FILENAME = re.compile(r"(?:rank|tp|worker|gpu)[_\-.]?(\d+)", re.IGNORECASE)
 _SNIFF = 8192
 
@@ -180,7 +185,8 @@ def iter_streams(src: LogSource, warnings: list[str]) -> Iterator[tuple[str, Bin
             )
         except OSError as exc:
             raise ToolError(f"cannot run {src.command[0]}: {exc}") from None
-        timer = threading.Timer(COMMAND_TIMEOUT_S, proc.kill)
+        timeout = command_timeout_s()
+        timer = threading.Timer(timeout, proc.kill)
         timer.start()
         try:
             assert proc.stdout is not None
@@ -194,7 +200,7 @@ def iter_streams(src: LogSource, warnings: list[str]) -> Iterator[tuple[str, Bin
                 proc.wait()
         if rc < 0:
             warnings.append(
-                f"{src.name}: `{shown}` did not finish within {COMMAND_TIMEOUT_S:.0f}s; "
+                f"{src.name}: `{shown}` did not finish within {timeout:g}s; "
                 "scanned what it printed"
             )
         elif rc != 0:
