@@ -99,3 +99,36 @@ def test_k3_on_a_replayed_r575_b200(tmp_path):
     assert "build vLLM from the K3 branch against cu129 PyTorch" in out
     assert "[✓] NVIDIA driver 575.57.08" not in out  # passes are one-liners under their category
     assert "✓ NVIDIA driver 575.57.08 loaded" in out
+
+
+def test_ctrl_c_during_collection_reports_what_was_measured(tmp_path):
+    import signal
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    marker = tmp_path / "started"
+    fake(bindir, "nvidia-smi", f'touch "{marker}"\nexec sleep 60')
+    env = dict(os.environ, PATH=os.pathsep.join([str(bindir), "/usr/bin", "/bin"]))
+    proc = subprocess.Popen(
+        [str(BIN), "doctor", "--json", "--timeout", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert marker.exists(), "the fake nvidia-smi never started"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert time.monotonic() - t0 < 40  # did not wait for the 50 s probe timeout
+    data = json.loads(out)
+    assert data["interrupted"] is True and "Traceback" not in err
+    assert any(p["name"] == "ip-link" for p in data["probes"])

@@ -217,7 +217,7 @@ def doctor_cmd(
     from vllm_medic.checks import inputs
     from vllm_medic.checks.api import read_model_config, run_checks
     from vllm_medic.checks.doctor_view import probe_rows, render_doctor
-    from vllm_medic.model import exit_code_for
+    from vllm_medic.model import ExitCode, exit_code_for
     from vllm_medic.recipes import load_recipe
     from vllm_medic.report.jsonout import dumps
     from vllm_medic.report.junit import write_junit
@@ -230,11 +230,15 @@ def doctor_cmd(
     if junit is not None:
         write_junit(junit, findings, "vllm-medic.doctor", strict)
     code = exit_code_for(findings, strict)
+    interrupted = bool(ev.manifest.get("interrupted"))
+    if interrupted:  # Ctrl-C during collection: report what was measured, then exit 130
+        code = ExitCode.INTERRUPTED
     if as_json:
         payload = {
             "recipe": rec.summary(),
             "probes": probe_rows(ev.sources),
             "wall_s": round(wall, 3),
+            "interrupted": interrupted,
             "findings": [f.to_dict() for f in findings],
             "exit_code": int(code),
         }
@@ -243,4 +247,6 @@ def doctor_cmd(
         render_doctor(
             console(), findings, recipe_name=rec.name, sources=ev.sources, wall_s=wall, verbose=verbose
         )
+        if interrupted:
+            stderr.print("[yellow]interrupted:[/] probes were cut short; the findings above are partial.")
     raise typer.Exit(int(code))

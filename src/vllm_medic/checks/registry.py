@@ -29,6 +29,7 @@ RULE_MODULES: list[str] = [
     "vllm_medic.checks.rules_network",
     "vllm_medic.checks.rules_cache",
     "vllm_medic.checks.rules_recipe",
+    "vllm_medic.health.check_rules",  # Xid, fabric, container limits, in-image (src/vllm_medic/health)
 ]
 
 
