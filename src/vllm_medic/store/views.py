@@ -34,6 +34,7 @@ from typing import Any
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 PERCENTILES = ("p50", "p90", "p95", "p99")
 OK_LEVEL_STATUSES = ("ok", "pass", "passed", "warn")
+SHEET_EVENT_KINDS = ("ramp_level", "ramp_step", "soak_sample")  # the event kinds these views read
 
 
 @dataclass
