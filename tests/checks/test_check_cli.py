@@ -180,3 +180,14 @@ def test_rules_catalogue():
     assert all(r["why"] and r["fix"] and r["category"] for r in rules)
     text = run("rules").stdout
     assert all(r["id"] in text for r in rules) and "why:" in text
+
+
+def test_minor_version_compatibility_on_a_real_a100_r555_table():
+    res = run("check", "--from", str(BUNDLES / "a100-555-cu128"), "--json")
+    assert res.exit_code == 0  # a warning, not a failure
+    drv = findings(res)["DRV002"]
+    assert drv["severity"] == "warn"
+    ev = " ".join(drv["evidence"])
+    assert "nvidia-smi.txt:2 Driver Version: 555.42.02" in ev
+    assert "docker-image-inspect.json:8" in ev and "CUDA_VERSION=12.8.1" in ev
+    assert ">= 570.26" in ev and "PTX" in ev
