@@ -23,7 +23,7 @@ def health_cmd(
         Path | None,
         typer.Option(
             "--from",
-            help="Read captured outputs (dmesg.txt, nvidia-smi-q.txt, shm.txt, in-image/…) "
+            help="Read captured outputs (dmesg.txt, nvidia-smi-q.txt, shm.txt, in-image-…) "
             "from DIR instead of probing this machine.",
             metavar="DIR",
         ),

@@ -83,6 +83,35 @@ def parse_nvidia_smi_q(text: str) -> dict[str, Any]:
     return out
 
 
+def parse_nvidia_smi_q_xml(text: str) -> dict[str, Any]:
+    """The same facts from `nvidia-smi -q -x` (what `vllm-medic collect` captures as nvidia-smi-q.xml)."""
+    from xml.etree import ElementTree as ET
+
+    out: dict[str, Any] = {"driver_version": None, "gpus": []}
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return out
+    out["driver_version"] = (root.findtext("driver_version") or "").strip() or None
+    for g in root.findall("gpu"):
+
+        def val(path: str, g: ET.Element = g) -> str | None:
+            v = g.findtext(path)
+            return v.strip() if v and v.strip() else None
+
+        out["gpus"].append(
+            {
+                "bus_id": g.get("id"),
+                "product": val("product_name"),
+                "fabric_state": val("fabric/state"),
+                "fabric_status": val("fabric/status"),
+                "clique_id": val("fabric/cliqueId"),
+                "cluster_uuid": val("fabric/clusterUuid"),
+            }
+        )
+    return out
+
+
 def parse_service(text: str, exit_code: int | None = None) -> dict[str, Any]:
     """State of a systemd unit from `systemctl is-active X` or `systemctl status X` output.
 

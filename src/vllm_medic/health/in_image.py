@@ -154,12 +154,12 @@ def probe(
     facts: dict[str, Any] = {"image": image, "probes": {}}
     raw: dict[str, str] = {}
     plan = [
-        ("nvidia-smi", docker_argv(image, "nvidia-smi", []), "in-image/nvidia-smi.txt"),
-        ("versions", docker_argv(image, "python3", ["-c", VERSION_PROBE]), "in-image/versions.txt"),
+        ("nvidia-smi", docker_argv(image, "nvidia-smi", []), "in-image-nvidia-smi.txt"),
+        ("versions", docker_argv(image, "python3", ["-c", VERSION_PROBE]), "in-image-versions.txt"),
         (
             "pip-list",
             docker_argv(image, "python3", ["-m", "pip", "list", "--format=freeze"]),
-            "in-image/pip-list.txt",
+            "in-image-pip-list.txt",
         ),
     ]
     for name, argv, canonical in plan:
@@ -184,10 +184,10 @@ def _summary(res: CommandResult) -> dict[str, Any]:
 
 
 def from_outputs(files: dict[str, str], probes: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Facts from the three outputs (live or captured under ``in-image/``)."""
+    """Facts from the three outputs (live or captured as ``in-image-*.txt``)."""
     probes = probes or {}
     out: dict[str, Any] = {}
-    smi_text = files.get("in-image/nvidia-smi.txt")
+    smi_text = files.get("in-image-nvidia-smi.txt")
     if smi_text is not None:
         smi = parse_nvidia_smi(smi_text)
         err = classify_docker_error(smi_text)
@@ -200,7 +200,7 @@ def from_outputs(files: dict[str, str], probes: dict[str, Any] | None = None) ->
                 "kind": "unknown",
                 "line": (smi_text.strip().splitlines() or [""])[-1][:500],
             }
-    ver_text = files.get("in-image/versions.txt")
+    ver_text = files.get("in-image-versions.txt")
     if ver_text is not None:
         data = parse_probe_output(ver_text)
         out["versions"] = data
@@ -209,7 +209,7 @@ def from_outputs(files: dict[str, str], probes: dict[str, Any] | None = None) ->
                 "kind": "no_output",
                 "line": ver_text.strip()[-300:],
             }
-    pip_text = files.get("in-image/pip-list.txt")
+    pip_text = files.get("in-image-pip-list.txt")
     if pip_text is not None:
         pkgs = parse_pip_freeze(pip_text)
         out["packages_count"] = len(pkgs)

@@ -20,6 +20,8 @@ _DF_ROW = re.compile(r"^(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\d+%\s+(\S+)\s*$", re.M)
 _ULIMIT_A = re.compile(
     r"^(?P<name>[a-z][a-z ()/-]*?)\s+\((?P<unit>[^)]*?)-?(?P<flag>-[a-zA-Z])\)\s+(?P<value>\S+)\s*$", re.M
 )
+# /proc/<pid>/limits: "Max locked memory         8388608              8388608              bytes"
+_PROC_LIMITS = re.compile(r"^Max (?P<what>locked memory|open files)\s+(?P<soft>\S+)\s+(?P<hard>\S+)", re.M)
 _ULIMIT_KV = re.compile(r"^\s*(?P<key>memlock|nofile|-l|-n)\s*[=:]\s*(?P<value>\S+)\s*$", re.M)
 
 
@@ -45,7 +47,7 @@ def _limit_value(value: str, unit_kib: bool) -> int | None | str:
 
 
 def parse_ulimit(text: str) -> dict[str, Any]:
-    """`ulimit -a` (bash/dash) or `memlock=...`/`nofile=...` lines -> memlock bytes / nofile count.
+    """`ulimit -a` (bash/dash), /proc/self/limits, or `memlock=...`/`nofile=...` lines -> memlock bytes / nofile count.
 
     Keys are present only when found; a value of None means unlimited.
     """
@@ -60,6 +62,14 @@ def parse_ulimit(text: str) -> dict[str, Any]:
             val = _limit_value(m.group("value"), False)
             if val != "unparsed":
                 out["nofile"] = val
+    for m in _PROC_LIMITS.finditer(text or ""):
+        soft, hard = _limit_value(m.group("soft"), False), _limit_value(m.group("hard"), False)
+        if "unparsed" in (soft, hard):
+            continue
+        if m.group("what") == "locked memory":
+            out["memlock_bytes"], out["memlock_hard_bytes"] = soft, hard
+        else:
+            out["nofile"], out["nofile_hard"] = soft, hard
     for m in _ULIMIT_KV.finditer(text or ""):
         key = m.group("key")
         if key in ("memlock", "-l"):
@@ -135,8 +145,12 @@ def from_files(files: dict[str, str]) -> dict[str, Any]:
     facts: dict[str, Any] = {"source": "captured"}
     if "shm.txt" in files:
         facts["shm"] = parse_df_shm(files["shm.txt"])
-    if "ulimit.txt" in files:
-        facts["ulimit"] = parse_ulimit(files["ulimit.txt"])
-    if "cgroup-memory.txt" in files:
-        facts["cgroup_memory"] = parse_cgroup_memory(files["cgroup-memory.txt"])
+    for name in ("ulimit.txt", "proc-self-limits.txt"):
+        if name in files:
+            facts["ulimit"] = parse_ulimit(files[name])
+            break
+    for name in ("cgroup-memory.txt", "cgroup-memory-v1.txt"):
+        if name in files:
+            facts["cgroup_memory"] = parse_cgroup_memory(files[name])
+            break
     return facts

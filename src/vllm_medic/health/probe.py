@@ -8,7 +8,7 @@ names, so a bundle written by a live run reads back identically with ``--from``:
   systemctl-fabricmanager.txt          `systemctl status nvidia-fabricmanager`
   systemctl-imex.txt, imex-channels.txt, imex-nodes-config.txt   IMEX (GB200/GB300 NVL)
   shm.txt, ulimit.txt, cgroup-memory.txt                        container limits
-  in-image/nvidia-smi.txt, in-image/versions.txt, in-image/pip-list.txt   probes inside the image
+  in-image-nvidia-smi.txt, in-image-versions.txt, in-image-pip-list.txt   probes inside the image
 """
 
 from __future__ import annotations
@@ -18,23 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from vllm_medic.health import fabric, in_image, kernel_log, limits
+from vllm_medic.health.files import HEALTH_FILES
 from vllm_medic.health.runner import Runner, run_command
 
-CANONICAL_FILES = (
-    "dmesg.txt",
-    "journalctl-k.txt",
+CANONICAL_FILES: tuple[str, ...] = (
     "nvidia-smi.txt",
     "nvidia-smi-q.txt",
-    "systemctl-fabricmanager.txt",
-    "systemctl-imex.txt",
-    "imex-channels.txt",
-    "imex-nodes-config.txt",
-    "shm.txt",
-    "ulimit.txt",
-    "cgroup-memory.txt",
-    "in-image/nvidia-smi.txt",
-    "in-image/versions.txt",
-    "in-image/pip-list.txt",
+    "nvidia-smi-q.xml",
+    *HEALTH_FILES.values(),
 )
 
 ENV_PREFIXES = (
@@ -51,12 +42,13 @@ IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
 
 def _fabric_from(files: dict[str, str]) -> dict[str, Any]:
     fab: dict[str, Any] = {}
-    if "nvidia-smi-q.txt" in files:
+    if "nvidia-smi-q.xml" in files and files["nvidia-smi-q.xml"].lstrip().startswith("<"):
+        fab["nvidia_smi_q"] = fabric.parse_nvidia_smi_q_xml(files["nvidia-smi-q.xml"])
+    elif "nvidia-smi-q.txt" in files:
         fab["nvidia_smi_q"] = fabric.parse_nvidia_smi_q(files["nvidia-smi-q.txt"])
-        if not fab["nvidia_smi_q"]["gpus"]:
-            fab["nvidia_smi_q_error"] = (files["nvidia-smi-q.txt"].strip().splitlines() or ["empty output"])[
-                0
-            ][:300]
+    if "nvidia_smi_q" in fab and not fab["nvidia_smi_q"]["gpus"]:
+        text = files.get("nvidia-smi-q.xml") or files.get("nvidia-smi-q.txt") or ""
+        fab["nvidia_smi_q_error"] = (text.strip().splitlines() or ["empty output"])[0][:300]
     if "systemctl-fabricmanager.txt" in files:
         fab["fabric_manager"] = fabric.parse_service(files["systemctl-fabricmanager.txt"])
     if "systemctl-imex.txt" in files:
@@ -88,16 +80,16 @@ def from_files(files: dict[str, str]) -> dict[str, Any]:
     lim = limits.from_files(files)
     if len(lim) > 1:
         health["limits"] = lim
-    if any(k.startswith("in-image/") for k in files):
+    if any(k.startswith("in-image-") for k in files):
         health["in_image"] = in_image.from_outputs(files) | {
-            "image": files.get("in-image/image.txt", "").strip() or None
+            "image": files.get("in-image-image.txt", "").strip() or None
         }
     return health
 
 
 def read_dir(path: Path) -> dict[str, str]:
     files: dict[str, str] = {}
-    for name in CANONICAL_FILES + ("in-image/image.txt",):
+    for name in CANONICAL_FILES:
         p = path / name
         if p.is_file():
             files[name] = p.read_text("utf-8", "replace")
@@ -151,7 +143,7 @@ def collect_live(
         img, iraw = in_image.probe(image, run, image_timeout)
         health["in_image"] = img
         raw.update(iraw)
-        raw["in-image/image.txt"] = image + "\n"
+        raw["in-image-image.txt"] = image + "\n"
     return health, raw
 
 

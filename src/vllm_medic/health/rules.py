@@ -153,9 +153,24 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
 def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
     fab = health.get("fabric")
     if not isinstance(fab, dict):
-        return []
+        if not any(g.fabric_state for g in snap.gpus):
+            return []
+        fab = {}
     smi = fab.get("nvidia_smi_q") or {}
     gpus = smi.get("gpus") or []
+    if not gpus and any(g.fabric_state for g in snap.gpus):
+        # collect already read the fabric state (nvidia-smi -q -x / NVML) into the snapshot
+        gpus = [
+            {
+                "bus_id": g.bus_id or str(g.index),
+                "product": g.name,
+                "fabric_state": g.fabric_state,
+                "fabric_status": g.fabric_status,
+                "clique_id": None,
+                "cluster_uuid": None,
+            }
+            for g in snap.gpus
+        ]
     kind = fabric_mod.system_kind(gpus)
     fm = fab.get("fabric_manager") or {}
     out: list[Finding] = []

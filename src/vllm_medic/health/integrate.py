@@ -1,0 +1,34 @@
+"""Where health plugs into the other stages: collect's snapshot builder and the checks registry.
+
+``health_step`` is one step of ``collect.build`` (live collect and ``--from`` alike): it reads the
+health files among the raw outputs and stores the facts under ``Snapshot.extra["health"]``.
+``health_from_raw`` does the same for any raw dict (bundles made before the step existed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm_medic.health.files import HEALTH_FILES
+from vllm_medic.health.probe import from_files
+
+_EXTRA_FILES = ("nvidia-smi-q.txt", "nvidia-smi-q.xml")
+
+
+def health_from_raw(raw: dict[str, bytes], image: str | None = None) -> dict[str, Any]:
+    wanted = set(HEALTH_FILES.values()) | set(_EXTRA_FILES)
+    files = {name: data.decode("utf-8", "replace") for name, data in raw.items() if name in wanted}
+    has_health = any(name in files for name in HEALTH_FILES.values())
+    if not has_health:
+        return {}
+    health = from_files(files)
+    if "in_image" in health and not health["in_image"].get("image"):
+        health["in_image"]["image"] = image
+    return health
+
+
+def health_step(ctx: Any) -> None:
+    """collect.build step: ``ctx`` has ``raw`` (file -> bytes), ``options`` and ``snapshot``."""
+    health = health_from_raw(ctx.raw, (ctx.options or {}).get("image"))
+    if health:
+        ctx.snapshot.extra["health"] = health
