@@ -80,6 +80,7 @@ def flag_command(
     )
 
     inp = FlagInputs()
+    launch_env: dict[str, str] = {}
     extra: dict[str, object] = {}
     if launch is not None:
         from vllm_medic.collect.launch import parse_launch
@@ -88,6 +89,11 @@ def flag_command(
         is_file = path is not None and path.is_file()
         text = _read_text(path, "launch file") if is_file and path else launch
         parsed = parse_launch(text, source="file" if is_file else "argv")
+        launch_env.update(parsed.env)
+        if parsed.args.get("prefix_cache_retention_interval") is not None:
+            launch_env["VLLM_PREFIX_CACHE_RETENTION_INTERVAL"] = str(
+                parsed.args["prefix_cache_retention_interval"]
+            )
         name = str(path) if is_file else "(command line)"
         inp.launch, inp.launch_order = launch_layer(parsed.args, parsed.argv, name, text)
         inp.launch_model = parsed.model
@@ -123,6 +129,9 @@ def flag_command(
     else:
         inp.hybrid, inp.hybrid_basis = guess_hybrid(inp.launch_model, inp.log, rows)
     findings = verdict(inp)
+    retention = _retention_note(inp.hybrid, rows, launch_env)
+    if retention is not None:
+        findings.append(retention)
     extra["layers"] = [
         {"layer": lv.layer, "value": lv.value, "evidence": lv.evidence}
         for lv in ([inp.launch] if inp.launch else [])
@@ -142,6 +151,35 @@ def flag_command(
         verbose=verbose,
     )
     raise typer.Exit(int(code))
+
+
+def _retention_note(hybrid: bool | None, rows: list[dict[str, str]], env: dict[str, str]):  # noqa: ANN202
+    """For hybrid models: which prefix lengths can hit, from cache_config_info and the launch env."""
+    if not hybrid:
+        return None
+    from vllm_medic.cache.retention import policy_from
+    from vllm_medic.model import Category, Finding, Severity
+
+    row = dict(rows[0]) if rows else {}
+    if row.get("mamba_cache_mode") in (None, "", "None"):
+        row["mamba_cache_mode"] = "align"
+    p = policy_from(row, env=env)
+    if p.interval is None:
+        what = "every block (no retention interval set: the dense default)"
+    elif p.interval == 0:
+        what = "prompt ends only (retention interval 0): a new prompt can only resume where an earlier prompt ended"
+    else:
+        what = f"earlier prompt ends and every {p.interval} tokens (rounded up to {p.unit}-token alignment)"
+    return Finding(
+        "CACHE-FLAG009",
+        Severity.INFO,
+        Category.PREFIX_CACHE,
+        f"Hybrid retention: prefixes can hit only at checkpoints: {what}",
+        [f"block_size {p.block_size}, mamba_cache_mode {p.mamba_cache_mode}", *p.sources],
+        [
+            "A miss on a prefix that ends between checkpoints is by design, not a broken cache (see `cache probe`)."
+        ],
+    )
 
 
 def _server_cache_config(url: str, api_key: str | None) -> list[dict[str, str]]:
@@ -275,6 +313,13 @@ def probe_command(
             help="VLLM_PREFIX_CACHE_RETENTION_INTERVAL of the server, if /metrics lacks it.",
         ),
     ] = None,
+    launch: Annotated[
+        str | None,
+        typer.Option(
+            "--launch",
+            help="The server's launch (text or file): VLLM_PREFIX_CACHE_RETENTION_INTERVAL, mamba mode.",
+        ),
+    ] = None,
     api_key_env: ApiKeyEnvOpt = "VLLM_API_KEY",
     as_json: JsonOpt = False,
     junit: JunitOpt = None,
@@ -292,11 +337,18 @@ def probe_command(
         body = {**body, "stream": True, "stream_options": {"include_usage": True}}
         body.setdefault("max_tokens", 4)
         extra = [("your request#1", body), ("your request#2 (repeat)", body)]
-    env = (
-        {"VLLM_PREFIX_CACHE_RETENTION_INTERVAL": str(retention_interval)}
-        if retention_interval is not None
-        else None
-    )
+    env: dict[str, str] = {}
+    if launch is not None:
+        from vllm_medic.collect.launch import parse_launch
+
+        parsed = parse_launch(launch)
+        env.update(parsed.env)
+        if parsed.args.get("prefix_cache_retention_interval") is not None:
+            env.setdefault(
+                "VLLM_PREFIX_CACHE_RETENTION_INTERVAL", str(parsed.args["prefix_cache_retention_interval"])
+            )
+    if retention_interval is not None:
+        env["VLLM_PREFIX_CACHE_RETENTION_INTERVAL"] = str(retention_interval)
     out_file = None
     if out is not None:
         try:
