@@ -47,7 +47,9 @@ class Noise:
         self.startup_lines, self.serving_lines = _load()
         if not startup_complete:
             self.startup_lines = [
-                line for line in self.startup_lines if "startup complete" not in line and not line.startswith("INFO:")
+                line
+                for line in self.startup_lines
+                if "startup complete" not in line and not line.startswith("INFO:")
             ]
 
     def _stamp(self, line: str) -> str:
@@ -68,9 +70,14 @@ class Noise:
             if self.now >= next_stats:
                 next_stats += timedelta(seconds=10)
                 yield _STATS.format(
-                    pid=self.pid, ts=self.now.strftime("%m-%d %H:%M:%S"),
-                    p=self.rng.uniform(5, 900), g=self.rng.uniform(20, 1200), run=self.rng.randint(1, 64),
-                    wait=self.rng.randint(0, 8), kv=self.rng.uniform(0, 90), hit=self.rng.uniform(5, 95),
+                    pid=self.pid,
+                    ts=self.now.strftime("%m-%d %H:%M:%S"),
+                    p=self.rng.uniform(5, 900),
+                    g=self.rng.uniform(20, 1200),
+                    run=self.rng.randint(1, 64),
+                    wait=self.rng.randint(0, 8),
+                    kv=self.rng.uniform(0, 90),
+                    hit=self.rng.uniform(5, 95),
                 )
             else:
                 yield self.rng.choice(self.serving_lines)
@@ -81,7 +88,9 @@ class Noise:
             yield next(it)
 
 
-def write_bench_set(out: Path, *, total_bytes: int, ranks: int, root_cause: str, seed: int = 1) -> tuple[Path, int]:
+def write_bench_set(
+    out: Path, *, total_bytes: int, ranks: int, root_cause: str, seed: int = 1
+) -> tuple[Path, int]:
     """Write `ranks` files totalling ~total_bytes; put `root_cause` near the end of rank 3's file.
 
     Returns (file, line) of the root cause."""
@@ -134,8 +143,13 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    path, line = write_bench_set(args.out, total_bytes=int(args.gib * (1 << 30)), ranks=args.ranks,
-                                 root_cause=DEFAULT_ROOT, seed=args.seed)
+    path, line = write_bench_set(
+        args.out,
+        total_bytes=int(args.gib * (1 << 30)),
+        ranks=args.ranks,
+        root_cause=DEFAULT_ROOT,
+        seed=args.seed,
+    )
     print(f"wrote {args.ranks} files under {args.out}; root cause at {path}:{line}")
 
 

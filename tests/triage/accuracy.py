@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from gen_triage_noise import Noise
-
 from vllm_medic.triage.api import scan_text, triage
 from vllm_medic.triage.normalize import normalize_line
 
@@ -34,8 +33,10 @@ class Score:
         return 100.0 * x / self.n if self.n else 0.0
 
     def __str__(self) -> str:
-        return (f"{self.n} cases: category {self.pct(self.category):.1f}%, exact line {self.pct(self.line):.1f}%, "
-                f"naive first error/warn/traceback line {self.pct(self.naive_line):.1f}%")
+        return (
+            f"{self.n} cases: category {self.pct(self.category):.1f}%, exact line {self.pct(self.line):.1f}%, "
+            f"naive first error/warn/traceback line {self.pct(self.naive_line):.1f}%"
+        )
 
 
 def score_short(cases: list[dict]) -> tuple[Score, list[str]]:
@@ -50,8 +51,10 @@ def score_short(cases: list[dict]) -> tuple[Score, list[str]]:
         naive = next((i for i, x in enumerate(c["log"].split("\n"), 1) if _NAIVE.search(x)), None)
         s.naive_line += naive == c["first_anomaly_line"]
         if not (cat_ok and line_ok):
-            misses.append(f"{c['id']}: expected {c['category']}@{c['first_anomaly_line']}, got "
-                          f"{rc and rc['category']}@{rc and rc['line']}")
+            misses.append(
+                f"{c['id']}: expected {c['category']}@{c['first_anomaly_line']}, got "
+                f"{rc and rc['category']}@{rc and rc['line']}"
+            )
     return s, misses
 
 
@@ -101,8 +104,10 @@ def score_embedded(cases: list[dict], tmp: Path, seed: int = 7) -> tuple[Score, 
         s.category += cat_ok
         s.line += line_ok
         if not (cat_ok and line_ok):
-            misses.append(f"{c['id']}: expected {c['category']}@{Path(path).name}:{line}, got "
-                          f"{rc and rc['category']}@{rc and Path(rc['source']).name}:{rc and rc['line']}")
+            misses.append(
+                f"{c['id']}: expected {c['category']}@{Path(path).name}:{line}, got "
+                f"{rc and rc['category']}@{rc and Path(rc['source']).name}:{rc and rc['line']}"
+            )
     return s, misses
 
 

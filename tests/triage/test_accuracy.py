@@ -9,8 +9,10 @@ def test_corpus_is_labelled_and_sourced():
     for c in cases:
         assert c["source"], c["id"]
         lines = c["log"].split("\n")
-        assert lines[c["first_anomaly_line"] - 1].strip() == c["first_anomaly"].strip() or \
-            c["first_anomaly"].strip() in lines[c["first_anomaly_line"] - 1], c["id"]
+        assert (
+            lines[c["first_anomaly_line"] - 1].strip() == c["first_anomaly"].strip()
+            or c["first_anomaly"].strip() in lines[c["first_anomaly_line"] - 1]
+        ), c["id"]
 
 
 def test_short_excerpts_meet_targets(capsys):

@@ -104,7 +104,9 @@ def _scan(sources: list[LogSource], catalogue: Catalogue, warnings: list[str]) -
                 index += 1
         except OSError as exc:
             warnings.append(f"{src.name}: cannot read ({exc}), skipped")
-        if len(warnings) > before and not any(d["lines"] for d in described[-1:] if d["name"].startswith(src.name)):
+        if len(warnings) > before and not any(
+            d["lines"] for d in described[-1:] if d["name"].startswith(src.name)
+        ):
             failed += 1
     if sources and failed == len(sources):
         raise ToolError("nothing could be read: " + "; ".join(warnings))

@@ -11,7 +11,10 @@ from vllm_medic.triage.normalize import timestamp_str
 
 
 def render(result: TriageResult, console: Console) -> None:
-    p = console.print
+    def p(text: str, **_: object) -> None:
+        # Log lines must stay whole (copy-paste, grep): let the terminal wrap, not rich.
+        console.print(text, highlight=False, soft_wrap=True)
+
     v = result.verdict
     for w in result.warnings:
         p(f"[yellow]warning:[/] {escape(w)}", highlight=False)
@@ -78,6 +81,7 @@ def render(result: TriageResult, console: Console) -> None:
 def _signals(result: TriageResult, console: Console) -> None:
     if not result.verdict.signals:
         return
+    console.soft_wrap = True
     console.print("[bold]Signals worth a look (not failures on their own):[/]", highlight=False)
     for s in result.verdict.signals:
         f = s["first"]

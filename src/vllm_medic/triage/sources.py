@@ -22,12 +22,15 @@ from typing import BinaryIO
 
 from vllm_medic.errors import ToolError, UsageError
 
+
 def command_timeout_s() -> float:
     """How long `docker logs` / `kubectl logs` may run (VLLM_MEDIC_TRIAGE_CMD_TIMEOUT, default 300 s)."""
     try:
         return max(0.1, float(os.environ.get("VLLM_MEDIC_TRIAGE_CMD_TIMEOUT", "300")))
     except ValueError:
         return 300.0
+
+
 _RANK_IN_FILENAME = re.compile(r"(?:rank|tp|worker|gpu)[_\-.]?(\d+)", re.IGNORECASE)
 _SNIFF = 8192
 
@@ -200,8 +203,7 @@ def iter_streams(src: LogSource, warnings: list[str]) -> Iterator[tuple[str, Bin
                 proc.wait()
         if rc < 0:
             warnings.append(
-                f"{src.name}: `{shown}` did not finish within {timeout:g}s; "
-                "scanned what it printed"
+                f"{src.name}: `{shown}` did not finish within {timeout:g}s; scanned what it printed"
             )
         elif rc != 0:
             err.seek(0)

@@ -53,7 +53,9 @@ def _tier(hit: Hit) -> int:
     if sig is None:
         return 1
     if sig.role == "cascade":
-        return 2 if sig.priority > 0 else 10  # priority-0 cascades (orderly shutdown) are never reported alone
+        return (
+            2 if sig.priority > 0 else 10
+        )  # priority-0 cascades (orderly shutdown) are never reported alone
     return 0 if sig.strong else 9
 
 
