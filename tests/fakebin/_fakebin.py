@@ -70,7 +70,10 @@ def main(tool: str) -> None:
     hang = _knob(tool, "HANG")
     if hang:
         if hang == "child":
-            subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"])
+            child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"])
+            if log:
+                with open(log, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps({"tool": tool, "child_pid": child.pid}) + "\n")
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a wedged tool ignores polite requests
         while True:
             time.sleep(3600)

@@ -37,6 +37,8 @@ from vllm_medic.collect.parsers.system import (
     parse_uname,
 )
 from vllm_medic.collect.parsers.topology import parse_topology
+from vllm_medic.health.files import HEALTH_FILES
+from vllm_medic.health.integrate import health_step
 from vllm_medic.redact import redact_argv, redact_env, redact_text
 from vllm_medic.snapshot import Driver, Gpu, Launch, Snapshot, SourceError
 
@@ -62,6 +64,8 @@ CANONICAL_FILES: dict[str, tuple[str, ...]] = {
     "uname": ("uname.txt",),
     "os-release": ("os-release.txt",),
     "model-config": ("model-config.json",),
+    # health probes (kernel log, fabric services, container limits, in-image): src/vllm_medic/health
+    **{source: (file,) for source, file in HEALTH_FILES.items()},
 }
 
 # Sources whose absence from a hand-made capture is worth saying ("could not check").
@@ -510,4 +514,5 @@ _STEPS: tuple[Callable[[BuildContext], None], ...] = (
     _python,
     _launch,
     _model,
+    health_step,  # Snapshot.extra["health"] from the health files (src/vllm_medic/health)
 )

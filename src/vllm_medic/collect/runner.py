@@ -159,21 +159,28 @@ def run_all(
         for name, fut in futures.items():
             results[name] = fut.result()
     except KeyboardInterrupt:
+        # Ctrl-C: end what is still running (only our own process groups), keep what had finished
         registry.kill_all()
+        argv_by_name = dict(jobs)
         for name, fut in futures.items():
-            if name not in results:
-                if fut.done() and not fut.cancelled() and fut.exception() is None:
-                    results[name] = fut.result()
-                else:
-                    argv = dict(jobs)[name]
-                    results[name] = ProbeOutcome(
-                        name=name,
-                        argv=list(argv),
-                        status="interrupted",
-                        started=_now(),
-                        duration_s=0.0,
-                        message="interrupted (Ctrl-C) before it finished",
-                    )
+            if name in results:
+                continue
+            try:
+                outcome = fut.result(timeout=3.0)
+            except BaseException:  # noqa: BLE001 - a probe that did not come back is "interrupted"
+                outcome = None
+            if outcome is None or outcome.status != "ok":
+                outcome = ProbeOutcome(
+                    name=name,
+                    argv=list(argv_by_name[name]),
+                    status="interrupted",
+                    started=outcome.started if outcome else _now(),
+                    duration_s=outcome.duration_s if outcome else 0.0,
+                    stdout=outcome.stdout if outcome else b"",
+                    stderr=outcome.stderr if outcome else b"",
+                    message="interrupted (Ctrl-C) before it finished",
+                )
+            results[name] = outcome
         pool.shutdown(wait=False, cancel_futures=True)
         raise ProbesInterrupted(results) from None
     pool.shutdown(wait=True)
