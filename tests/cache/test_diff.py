@@ -228,3 +228,26 @@ def test_real_server_timestamp_and_reordered_tools(tmp_path: Path, vllm_server_c
     assert code == 1
     assert out["likely_causes"] == ["tool definitions reordered"]
     assert out["common_prefix_tokens"] < out["tokens_a"]  # the template renders tools: tokens differ too
+
+
+def test_local_tokenizer_counts_tokens(tmp_path: Path) -> None:
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<unk>"],
+        initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator([SYSTEM, "Weather in Paris? 2026-11-30 02:45:01"] * 10, trainer=trainer)
+    tok_file = tmp_path / "tokenizer.json"
+    tok.save(str(tok_file))
+    a = write(tmp_path / "a.json", chat("2026-11-30 02:45:01"))
+    b = write(tmp_path / "b.json", chat("2026-11-30 02:47:13"))
+    code, out, _ = run("diff", str(a), str(b), "--tokenizer", str(tok_file), "--block-size", "4", "--json")
+    assert code == 1
+    assert 0 < out["common_prefix_tokens"] < out["tokens_a"]
+    assert out["reusable_blocks"] == out["common_prefix_tokens"] // 4
+    assert "approximate" in out["tokens_from"]
+    code, _, err = run("diff", str(a), str(b), "--tokenizer", str(tmp_path / "missing.json"))
+    assert code == 2 and "no tokenizer.json" in err
