@@ -16,7 +16,7 @@ UNKNOWN = "(not collected)"
 
 # Environment variables whose value must match across nodes (interface names may legitimately differ
 # per node only when the hardware naming differs; then the finding tells the operator to confirm).
-RELEVANT_ENV_PREFIXES = ("NCCL_", "UCX_", "GLOO_", "VLLM_", "NVSHMEM_", "TORCH_NCCL_", "CUDA_", "RAY_")
+RELEVANT_ENV_PREFIXES = ("NCCL_", "UCX_", "GLOO_", "VLLM_", "NVSHMEM_", "TORCH_NCCL_", "CUDA_")
 EXCLUDED_ENV = {"CUDA_VISIBLE_DEVICES", "VLLM_HOST_IP", "RAY_ADDRESS", "VLLM_PORT"}
 CHECKED_MODULES = (
     "nvidia",

@@ -1,0 +1,148 @@
+"""The probe runner sent to a remote node (SSH, `kubectl exec`): standard library only.
+
+It is shipped as the ``-c`` program of the node's ``python3``, with the probe specification (argv
+lists, files to read, timeout) as one JSON argument, so nothing is ever composed into a shell
+string. It answers one JSON document: every raw output base64-encoded under its canonical file
+name, and a manifest entry per source (status, exit code, duration) in the same shape as a local
+collection, so the caller rebuilds the snapshot with the very same parsers.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+ENV_PREFIXES = (
+    "NCCL_",
+    "UCX_",
+    "VLLM_",
+    "CUDA_",
+    "NVIDIA_",
+    "GLOO_",
+    "TORCH_",
+    "PYTORCH_",
+    "HF_",
+    "RAY_",
+    "OMP_",
+    "NVSHMEM_",
+    "MASTER_",
+    "KUBERNETES_SERVICE_HOST",
+)
+ENV_NAMES = ("LD_LIBRARY_PATH", "PATH", "HOSTNAME", "container")
+
+
+def _run(name: str, argv: list[str], file: str, timeout: float, out: dict, lock: threading.Lock) -> None:
+    t0 = time.monotonic()
+    entry = {
+        "name": name,
+        "command": " ".join(argv),
+        "file": None,
+        "exit_code": None,
+        "status": "ok",
+        "message": "",
+    }
+    data = b""
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        entry.update(status="missing", message=f"{argv[0]}: command not found on PATH")
+    except OSError as exc:
+        entry.update(status="error", message=f"{argv[0]}: cannot start: {exc}")
+    else:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+            entry["exit_code"] = proc.returncode
+            data = stdout or stderr
+            if proc.returncode != 0:
+                first = (stderr or stdout).decode("utf-8", "replace").strip().splitlines()
+                entry.update(status="nonzero", message=f"exit {proc.returncode}: {first[0] if first else ''}")
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
+            proc.communicate()
+            entry.update(status="timeout", message=f"{argv[0]}: no answer within {timeout:g} s; killed")
+    entry["duration_s"] = round(time.monotonic() - t0, 3)
+    with lock:
+        if data.strip():
+            out["files"][file] = base64.b64encode(data[: 32 * 1024 * 1024]).decode("ascii")
+            entry["file"] = file
+        out["sources"].append(entry)
+
+
+def collect(spec: dict) -> dict:
+    out: dict = {"files": {}, "sources": [], "host": os.uname().nodename, "time": time.time()}
+    lock = threading.Lock()
+    timeout = float(spec.get("timeout_s", 10.0))
+    threads = [
+        threading.Thread(target=_run, args=(p["name"], p["argv"], p["file"], timeout, out, lock), daemon=True)
+        for p in spec.get("probes", [])
+    ]
+    for t in threads:
+        t.start()
+    for f in spec.get("files", []):
+        entry = {
+            "name": f["name"],
+            "command": f"(read {f['path']})",
+            "file": None,
+            "status": "ok",
+            "message": "",
+        }
+        try:
+            with open(f["path"], "rb") as fh:
+                out["files"][f["file"]] = base64.b64encode(fh.read(32 * 1024 * 1024)).decode("ascii")
+            entry["file"] = f["file"]
+        except FileNotFoundError:
+            entry.update(status="missing", message=f"{f['path']} does not exist")
+        except PermissionError:
+            entry.update(status="permission", message=f"{f['path']}: permission denied")
+        except OSError as exc:
+            entry.update(status="error", message=str(exc))
+        out["sources"].append(entry)
+    env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+    out["files"]["env.txt"] = base64.b64encode(
+        "".join(f"{k}={v}\n" for k, v in sorted(env.items())).encode()
+    ).decode()
+    out["sources"].append(
+        {"name": "env", "command": "(remote environment)", "file": "env.txt", "status": "ok", "message": ""}
+    )
+    markers = [
+        f"{m}: {'present' if os.path.exists(m) else 'absent'}" for m in ("/.dockerenv", "/run/.containerenv")
+    ]
+    markers.append(f"KUBERNETES_SERVICE_HOST: {os.environ.get('KUBERNETES_SERVICE_HOST') or 'absent'}")
+    out["files"]["container.txt"] = base64.b64encode(("\n".join(markers) + "\n").encode()).decode()
+    out["sources"].append(
+        {
+            "name": "container",
+            "command": "(remote markers)",
+            "file": "container.txt",
+            "status": "ok",
+            "message": "",
+        }
+    )
+    for t in threads:
+        t.join(timeout + 5)
+    return out
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    sys.stdout.write(json.dumps(collect(spec)))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
