@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from vllm_medic.health.files import HEALTH_FILES
-from vllm_medic.health.probe import from_files
 
 _EXTRA_FILES = ("nvidia-smi-q.txt", "nvidia-smi-q.xml")
 
@@ -21,6 +20,8 @@ def health_from_raw(raw: dict[str, bytes], image: str | None = None) -> dict[str
     has_health = any(name in files for name in HEALTH_FILES.values())
     if not has_health:
         return {}
+    from vllm_medic.health.probe import from_files  # deferred: collect imports this module at startup
+
     health = from_files(files)
     if "in_image" in health and not health["in_image"].get("image"):
         health["in_image"]["image"] = image
