@@ -20,7 +20,9 @@ MEDIC = [sys.executable, "-m", "vllm_medic.cli"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*MEDIC, *args], capture_output=True, text=True, timeout=120, check=False)
+    res = subprocess.run([*MEDIC, *args], capture_output=True, text=True, timeout=120, check=False)
+    res.stderr = " ".join(res.stderr.split())  # the error console wraps long messages at 80 columns
+    return res
 
 
 def test_history_lists_newest_first(sample_db) -> None:
@@ -181,6 +183,8 @@ def test_bad_input_is_a_clean_usage_error(sample_db, tmp_path: Path) -> None:
         "report", sample_db.passed, "--db", sample_db.url, "--html", str(tmp_path / "missing" / "s.html")
     )
     assert no_dir.returncode == 2 and "does not exist" in no_dir.stderr
+    into_dir = _cli("report", sample_db.passed, "--db", sample_db.url, "--junit", str(tmp_path))
+    assert into_dir.returncode == 2 and "is a directory" in into_dir.stderr
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(b"this is not a database at all" * 100)
     g = _cli("history", "--db", f"sqlite:///{garbage}")

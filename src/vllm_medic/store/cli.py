@@ -48,6 +48,10 @@ def _write_file(path: Path, text: str) -> None:
     if str(path) == "-":
         sys.stdout.write(text)
         return
+    if path.expanduser().is_dir():
+        raise UsageError(
+            f"cannot write {path}: it is a directory; give a file name, e.g. {path / 'sheet.html'}"
+        )
     parent = path.expanduser().resolve().parent
     if not parent.is_dir():
         raise UsageError(f"cannot write {path}: directory {parent} does not exist")
