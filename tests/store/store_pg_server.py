@@ -67,7 +67,9 @@ def start() -> PgServer | str:
     if bindir is None:
         return "PostgreSQL binaries not found (Debian package `postgresql`; scripts/setup-system-deps.sh installs it)"
     run_as: str | None = None
-    base = Path(tempfile.mkdtemp(prefix="medic-pg-"))
+    # As root the server runs as `postgres`, which cannot enter a private $TMPDIR: use world-traversable /tmp.
+    tmp_root = "/tmp" if os.geteuid() == 0 and os.path.isdir("/tmp") else None
+    base = Path(tempfile.mkdtemp(prefix="medic-pg-", dir=tmp_root))
     if os.geteuid() == 0:
         try:
             pw = pwd.getpwnam("postgres")

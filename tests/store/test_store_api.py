@@ -82,6 +82,9 @@ def test_list_lookup_and_interrupt(store_url: str) -> None:
     c = store.start_run("sim", "http://c", {})
     store.record_step(a, {"name": "basic", "status": "pass", "findings": [], "data": {}})
     store.mark_interrupted(b, "Ctrl-C during ramp")
+    store.finish_run(c, "pass")
+    store.mark_interrupted(c, "Ctrl-C after the end")  # a finished run keeps its verdict
+    assert (store.get_run(c)["status"], store.get_run(c)["verdict"]) == ("finished", "pass")
     runs = store.list_runs()
     assert [r["run_id"] for r in runs] == [c, b, a]  # newest first; ids sort by time
     assert [r["run_id"] for r in store.list_runs(kind="accept")] == [b, a]

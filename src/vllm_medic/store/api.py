@@ -325,11 +325,13 @@ class Store:
 
     @_db_errors
     def mark_interrupted(self, run_id: str, reason: str) -> None:
+        """Status interrupted, verdict incomplete — only for a run still running: a run that already
+        finished keeps its verdict (an interrupt during cleanup must not erase a complete result)."""
         with self.engine.begin() as conn:
             self._touch(conn, run_id)
             conn.execute(
                 update(schema.runs)
-                .where(schema.runs.c.run_id == run_id)
+                .where(and_(schema.runs.c.run_id == run_id, schema.runs.c.status == "running"))
                 .values(
                     status="interrupted",
                     verdict="incomplete",
