@@ -96,6 +96,8 @@ def flag_command(
             )
         name = str(path) if is_file else "(command line)"
         inp.launch, inp.launch_order = launch_layer(parsed.args, parsed.argv, name, text)
+        if parsed.warnings:
+            inp.launch.evidence += f" (launch parser: {'; '.join(parsed.warnings[:2])})"
         inp.launch_model = parsed.model
         extra["launch"] = {
             "model": parsed.model,

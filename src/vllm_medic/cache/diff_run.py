@@ -140,7 +140,13 @@ def compare_pairs(
     if note:
         report["note"] = note
         findings.append(
-            Finding("CACHE-DIFF004", Severity.INFO, Category.PREFIX_CACHE, note, [f"tokens from: {source}"])
+            Finding(
+                "CACHE-DIFF004",
+                Severity.WARN if server and note.startswith("token counts unknown") else Severity.INFO,
+                Category.PREFIX_CACHE,
+                note,
+                [f"tokens from: {source}"],
+            )
         )
     if len(results) > 1:
         report["pairs"] = results
