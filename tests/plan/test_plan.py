@@ -76,6 +76,30 @@ def test_qwen3_235b_tp4_matches_vllm_issue_21348_within_two_percent() -> None:
     assert abs(out["kv_tokens"] - 178_880) / 178_880 < 0.02
 
 
+def test_llama31_8b_matches_vllm_issue_10517_blocks_concurrency_and_refusal() -> None:
+    # RTX 3090, Llama-3.1-8B: "kv_cache_size=3.81GiB ... GPU blocks: 1952 ... Maximum concurrency for
+    # 20000 tokens per request: 1.56x"; at 2.89 GiB: 1478 blocks and max_model_len 29000 refused (23648).
+    base = [
+        "--config",
+        cfg("llama-3.1-8b.config.json"),
+        "--gpu",
+        "RTX3090",
+        "--gpu-memory-gib",
+        "23.58",
+        "--json",
+    ]
+    code, out, _ = run(*base, "--kv-cache-gib", "3.81", "--max-model-len", "20000")
+    assert code == 0
+    assert out["kv_bytes_per_token"] == 32 * 2 * 8 * 128 * 2
+    assert abs(out["num_blocks"] - 1952) <= 0.002 * 1952
+    assert out["max_concurrency"] == 1.56
+    code, out, _ = run(*base, "--kv-cache-gib", "2.89", "--max-model-len", "29000")
+    assert code == 1 and out["kv_fits_one_request"] is False
+    assert abs(out["max_model_len_that_fits"] - 23648) <= 0.002 * 23648
+    fix = [f for f in out["findings"] if f["id"] == "PLAN002"][0]["fix"][0]
+    assert f"{out['max_model_len_that_fits']:,}" in fix
+
+
 def test_kv_heads_replicate_when_fewer_than_tp() -> None:
     code, tp4, _ = run(
         "--config",
