@@ -191,10 +191,12 @@ def collect_ssh(
             else:
                 node.result = result_from_remote(json.loads(out), t.name, "ssh")
                 node.clock_offset_s = _ssh_clock_offset(client)
-        except paramiko.SSHException as exc:
-            node.error = f"ssh {t.name}: {exc}"
+        except (paramiko.SSHException, EOFError) as exc:
+            node.error = f"ssh {t.name}: {type(exc).__name__}: {exc}"
+        except TimeoutError:
+            node.error = f"ssh {t.name}: timed out (connect {connect_timeout_s:g} s / command {opts.timeout_s * 2 + 15:g} s)"
         except OSError as exc:
-            node.error = f"ssh {t.name}: {exc.strerror or exc}"
+            node.error = f"ssh {t.name}: {exc.strerror or str(exc) or type(exc).__name__}"
         except (ValueError, json.JSONDecodeError) as exc:
             node.error = f"ssh {t.name}: unreadable answer from the remote probe ({exc})"
         finally:
