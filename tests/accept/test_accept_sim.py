@@ -147,3 +147,48 @@ def test_oom_crash_with_logs_is_named_oom(sim, accept, tmp_path):
     f = r.step("ramp")["findings"][0]
     assert f["id"] == "ACC-RAMP-001" and f["category"] == "oom_runtime"
     assert str(log) in f["evidence"][0]
+
+
+def test_soak_follows_the_log_and_fails_on_an_nccl_error(sim, accept, db_url, tmp_path):
+    import threading
+    import time
+
+    log = tmp_path / "server.log"
+    s = sim(log_file=str(log))
+    store = open_store(db_url)
+    appended = threading.Event()
+
+    def append_when_soaking() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not appended.is_set():
+            runs = store.list_runs()
+            steps = store.get_run(runs[0]["run_id"])["steps"] if runs else []
+            if any(st["name"] == "soak" and st["data"].get("samples") for st in steps):
+                with log.open("a") as fh:
+                    # Real line shape: vLLM worker prefix + the NCCL error text from vllm-project/vllm#6042.
+                    fh.write(
+                        "(Worker_TP1 pid=712) ERROR 11-30 03:01:02 [multiproc_executor.py:852] RuntimeError: "
+                        "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n"
+                    )
+                appended.set()
+                return
+            time.sleep(0.1)
+
+    helper = threading.Thread(target=append_when_soaking, daemon=True)
+    helper.start()
+    r = accept(s.url, "--steps", "soak", "--soak", "8s", "--concurrency", "1,2", "--logs", str(log))
+    helper.join(timeout=5)
+    assert appended.is_set()
+    assert r.exit_code == 1
+    f = next(f for f in r.step("soak")["findings"] if f["id"] == "ACC-SOAK-001")
+    assert f["category"] == "nccl_network"
+    assert "unhandled system error" in f["evidence"][0] and str(log) in f["evidence"][0]
+
+
+def test_short_soak_does_not_judge_drift(sim, accept):
+    s = sim()
+    r = accept(s.url, "--steps", "soak", "--soak", "4s", "--concurrency", "1,2")
+    assert r.exit_code == 0
+    soak = r.step("soak")
+    assert "ACC-SOAK-006" in r.finding_ids("soak") and soak["status"] == "pass"
+    assert len(soak["data"]["samples"]) == 2 and all(x["requests"] > 0 for x in soak["data"]["samples"])

@@ -16,6 +16,9 @@ Scheduling:
 - The step ends after ``requests`` requests or once ``duration_s`` has passed (no new sends; the
   ones in flight finish or time out). ``stop_when(record) -> str | None`` ends it early with a reason
   (an error budget, say).
+- ``on_record(RequestRecord)`` is called as each request ends (write it to the store as you go);
+  ``on_stream(i, StreamResult)`` gives the whole stream (with ``keep_chunks=True`` its parsed chunks and
+  SSE conformance problems) for checks the loop itself does not make.
 
 Measurements: times are taken on socket read (``ServerClient.chat_stream``); tokens come from
 ``usage`` (``stream_options.include_usage`` is switched on). Per request a ``RequestRecord``; per step
@@ -207,6 +210,8 @@ class LoadStep:
         metrics_interval_s: float | None = None,
         stop_when: Callable[[RequestRecord], str | None] | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
+        on_stream: Callable[[int, StreamResult], None] | None = None,
+        keep_chunks: bool = False,
         seed: int = 0,
         path: str = "/v1/chat/completions",
     ) -> None:
@@ -233,6 +238,8 @@ class LoadStep:
         self.metrics_interval_s = metrics_interval_s
         self.stop_when = stop_when
         self.on_record = on_record
+        self.on_stream = on_stream
+        self.keep_chunks = keep_chunks
         self.seed = seed
         self.path = path
         self.result = StepResult(concurrency, rate, requests, duration_s)
@@ -313,10 +320,12 @@ class LoadStep:
             t_intended=t_intended,
             timeout_s=self.timeout_s,
             stall_timeout_s=self.stall_timeout_s,
-            keep_chunks=False,
+            keep_chunks=self.keep_chunks,
             path=self.path,
         )
         self._record(i, s)
+        if self.on_stream is not None:
+            self.on_stream(i, s)
 
     # -- schedules -------------------------------------------------------------------------------
     async def _closed_loop(self, client: ServerClient) -> None:

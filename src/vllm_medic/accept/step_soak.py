@@ -63,7 +63,7 @@ def judge_soak(
     p99 = [(s["t_s"], s["e2e_p99_ms"]) for s in samples if s.get("e2e_p99_ms") is not None]
     slope = least_squares_slope(p99)
     judge_drift = duration_s >= DRIFT_MIN_DURATION_S and len(p99) >= DRIFT_MIN_WINDOWS
-    if slope is not None and not judge_drift:
+    if samples and not judge_drift:
         findings.append(
             Finding(
                 "ACC-SOAK-006", Severity.INFO, Category.OTHER,
@@ -122,8 +122,50 @@ def judge_soak(
     return findings
 
 
+class TriageFollower:
+    """Triage's follow mode in a thread; anomalies in lines that existed before the soak are ignored
+    (it reads files from their beginning)."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        import threading
+
+        from vllm_medic.triage import api as triage_api
+
+        opts = ctx.opts
+        self.skip_lines = {str(p): _count_lines(p) for p in opts.log_paths}
+        self.anomalies: list[Any] = []
+        self.error: str | None = None
+        self.stop = threading.Event()
+        inputs = [str(p) for p in opts.log_paths]
+        docker = [opts.docker] if opts.docker else []
+        kubectl = [opts.kubectl] if opts.kubectl else []
+
+        def target() -> None:
+            try:
+                triage_api.follow(inputs, self.anomalies.append, self.stop, docker=docker, kubectl=kubectl)
+            except Exception as exc:  # noqa: BLE001 - reported as a finding, the soak goes on
+                self.error = f"{type(exc).__name__}: {exc}"
+
+        self.thread = threading.Thread(target=target, name="accept-soak-follow", daemon=True)
+        self.thread.start()
+
+    def new_network_lines(self) -> list[str]:
+        hits: list[str] = []
+        while self.anomalies:
+            a = self.anomalies.pop(0)
+            if a.line <= self.skip_lines.get(a.source, 0):
+                continue
+            if a.category == "nccl_network" or NETWORK_LINE.search(a.text):
+                hits.append(f"{a.source}:{a.line}: {a.text.strip()[:300]}")
+        return hits
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+
+
 class LogFollower:
-    """Follows log files from their current end; triage's follow mode replaces this when it lands."""
+    """Follows log files from their current end (used where triage's follow mode is not available)."""
 
     def __init__(self, ctx: RunContext) -> None:
         self.paths = list(ctx.opts.log_paths)
@@ -134,6 +176,9 @@ class LogFollower:
             except OSError:
                 self.pos[str(p)] = 0
         self.line_no: dict[str, int] = {str(p): _count_lines(p) for p in self.paths}
+
+    def close(self) -> None:
+        return None
 
     def new_network_lines(self) -> list[str]:
         hits: list[str] = []
@@ -168,13 +213,52 @@ async def run_soak(ctx: RunContext) -> StepOutcome:
     concurrency = ctx.sustainable_concurrency or min(4, max(opts.concurrency))
     windows = max(1, min(10, int(opts.soak_s // MIN_WINDOW_S)))
     window_s = opts.soak_s / windows
-    follower = LogFollower(ctx)
+    follower = make_follower(ctx)
     samples: list[dict[str, Any]] = []
     net_lines: list[str] = []
     out.data.update(
         {"concurrency": concurrency, "duration_s": opts.soak_s, "window_s": round(window_s, 2), "samples": samples,
          "logs_followed": [str(p) for p in opts.log_paths] or "none (pass --logs to follow NCCL/RDMA errors)"}
     )  # fmt: skip
+    try:
+        await _soak_windows(ctx, out, follower, concurrency, windows, window_s, samples, net_lines)
+    finally:
+        follower.close()
+    net_lines += follower.new_network_lines()  # what the follower's last poll saw
+    out.data["network_log_lines"] = net_lines[:50]
+    elapsed = samples[-1]["t_s"] if samples else 0.0
+    if getattr(follower, "error", None):
+        out.data["follow_error"] = follower.error
+        out.add(
+            Finding(
+                "ACC-SOAK-007", Severity.WARN, Category.OTHER, "the logs could not be followed during the soak",
+                [str(follower.error)], ["check --logs / --docker / --kubectl; NCCL/RDMA errors were not watched"],
+            )
+        )  # fmt: skip
+    for f in judge_soak(samples, elapsed or opts.soak_s, opts.error_budget, net_lines):
+        out.add(f)
+    return out.settle()
+
+
+def make_follower(ctx: RunContext) -> Any:
+    if not ctx.opts.has_logs:
+        return LogFollower(ctx)
+    try:
+        return TriageFollower(ctx)
+    except ImportError:
+        return LogFollower(ctx)
+
+
+async def _soak_windows(
+    ctx: RunContext,
+    out: StepOutcome,
+    follower: Any,
+    concurrency: int,
+    windows: int,
+    window_s: float,
+    samples: list[dict[str, Any]],
+    net_lines: list[str],
+) -> None:
     elapsed = 0.0
     for _ in range(windows):
         run = await run_level(ctx, concurrency, None, window_s)
@@ -203,6 +287,3 @@ async def run_soak(ctx: RunContext) -> StepOutcome:
         if run.results and all(not r.ok for r in run.results) and run.watch.health_failures:
             out.data["stopped_early"] = "every request failed and /health failed: the server is gone"
             break
-    for f in judge_soak(samples, elapsed or opts.soak_s, opts.error_budget, net_lines):
-        out.add(f)
-    return out.settle()

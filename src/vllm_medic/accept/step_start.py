@@ -196,34 +196,50 @@ def triage_findings(opts: Any) -> list[Finding]:
                 "start-up log not triaged: the triage engine is not available in this build",
             )
         ]  # fmt: skip
-    found = triage_api.triage(list(opts.log_paths), docker=opts.docker, kubectl=opts.kubectl)
-    return adapt_triage(found)
+    from vllm_medic.errors import MedicError
+
+    try:
+        result = triage_api.triage(
+            [str(p) for p in opts.log_paths],
+            docker=[opts.docker] if opts.docker else [],
+            kubectl=[opts.kubectl] if opts.kubectl else [],
+        )
+    except MedicError as exc:
+        return [
+            Finding(
+                "ACC-START-012", Severity.WARN, Category.OTHER, "the start-up log could not be triaged", [str(exc)],
+                ["check the log paths / container / pod, or run `vllm-medic triage` on the log by hand"],
+            )
+        ]  # fmt: skip
+    return adapt_triage(result.findings() if result.found else [])
 
 
-def adapt_triage(found: Any) -> list[Finding]:
-    """Triage findings that point at a root cause fail the start step; the rest are kept as info."""
-    findings = list(getattr(found, "findings", found) or [])
+def adapt_triage(findings: list[Any]) -> list[Finding]:
+    """Triage findings that name a known root cause fail the start step; an unclassified earliest error
+    line (triage's generic match, low confidence) and warnings are kept as warnings."""
     out: list[Finding] = []
     for f in findings:
         if not isinstance(f, Finding):
             f = Finding.from_dict(f)
-        if f.severity is Severity.FAIL:
+        generic = "generic" in f.id  # earliest error line without a known signature: low confidence
+        if f.severity is Severity.FAIL and not generic:
             out.append(
                 Finding(
                     f"ACC-START-020:{f.id}", Severity.FAIL, f.category, f"start-up log: {f.title}", f.evidence,
                     f.fix, f.docs,
                 )
             )  # fmt: skip
-        elif f.severity is Severity.WARN:
+        elif f.severity in (Severity.WARN, Severity.FAIL):
             out.append(
                 Finding(
-                    f"ACC-START-021:{f.id}",
-                    Severity.WARN,
-                    f.category,
-                    f"start-up log: {f.title}",
-                    f.evidence,
-                    f.fix,
-                    f.docs,
+                    f"ACC-START-021:{f.id}", Severity.WARN, f.category, f"start-up log: {f.title}", f.evidence,
+                    f.fix, f.docs,
                 )
+            )  # fmt: skip
+    if not out:
+        out.append(
+            Finding(
+                "ACC-START-014", Severity.PASS, Category.OTHER, "start-up log triaged: no root cause found"
             )
+        )
     return out
