@@ -287,6 +287,8 @@ def test_lay003_parallel_layout():
     assert f.severity.value == "pass"
     f = one(check(snap(n=8, launch="vllm serve m -tp 1 -dp 16 -dpl 8 --enable-expert-parallel")), "LAY003")
     assert f.severity.value == "pass" and any("EP size" in e for e in f.evidence)
+    f = one(check(snap(n=8, launch="vllm serve m -tp 16 --distributed-executor-backend ray")), "LAY003")
+    assert f.severity.value == "warn" and "multi-node executor" in f.title  # Ray may span nodes: not a fail
     f = one(check(snap(n=8, launch="vllm serve m -tp 8", env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"})), "LAY003")
     assert f.severity.value == "fail" and "4 are visible" in f.title
 

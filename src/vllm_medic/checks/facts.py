@@ -149,6 +149,8 @@ class Facts:
         dp, dpl = self.int_arg("data_parallel_size"), self.int_arg("data_parallel_size_local")
         if dp and dpl and dp > dpl and dp % dpl == 0:
             return dp // dpl, f"--data-parallel-size {dp} / --data-parallel-size-local {dpl}"
+        if self.arg("distributed_executor_backend") == "ray":
+            return None, "--distributed-executor-backend ray: the Ray cluster decides the nodes"
         if self.launch_known and not any(
             self.arg(k) for k in ("headless", "node_rank", "data_parallel_address", "master_addr")
         ):
