@@ -396,3 +396,22 @@ def test_ctrl_c_keeps_what_was_collected(recordings, tmp_path):
     status = _status(manifest)
     assert status["nvidia-smi"] == "interrupted" and status["lsmod"] == "ok"
     assert "Traceback" not in err
+
+
+def test_existing_non_empty_bundle_dir_is_refused_before_collecting(recordings, tmp_path):
+    out = tmp_path / "old-bundle"
+    out.mkdir()
+    (out / "nvidia-smi.txt").write_text("from an older run\n")
+    log = tmp_path / "calls.jsonl"
+    proc = run_cli(["collect", "-o", str(out)], fake_env(recordings, {"FAKEBIN_LOG": str(log)}))
+    assert proc.returncode == 2 and "not empty" in " ".join(proc.stderr.split())
+    assert (out / "nvidia-smi.txt").read_text() == "from an older run\n"  # nothing overwritten
+    assert not log.exists()  # and nothing was run
+
+
+def test_from_can_rewrite_a_captured_directory_as_a_tarball(tmp_path):
+    out = tmp_path / "example.tar.gz"
+    env = fake_env(tmp_path)
+    first = _snapshot(run_cli(["collect", "--from", str(EXAMPLE), "-o", str(out), "--json"], env))
+    again = _snapshot(run_cli(["collect", "--from", str(out), "--json"], env))
+    assert again == first and again["driver"]["version"] == "570.124.06"

@@ -72,7 +72,14 @@ def _vllm_python(env: Mapping[str, str]) -> str:
                 first = fh.readline(512).decode("utf-8", "replace").strip()
             if first.startswith("#!"):
                 interp = first[2:].strip().split()[0]
-                if os.path.basename(interp) != "env" and os.access(interp, os.X_OK):
+                if os.path.basename(interp) == "sh":
+                    # pip's form for long paths: `#!/bin/sh` then `'''exec' /path/to/python "$0" "$@"`
+                    with open(found, "rb") as fh:
+                        fh.readline(512)
+                        second = fh.readline(1024).decode("utf-8", "replace")
+                    if "exec'" in second:
+                        interp = second.split("exec'", 1)[1].strip().split()[0].strip("'\"")
+                if os.path.basename(interp) not in ("env", "sh") and os.access(interp, os.X_OK):
                     return interp
         except OSError:
             pass
@@ -388,7 +395,9 @@ def load_captured(path: Path) -> CollectResult:
     if isinstance(manifest_in, dict):
         options = dict(manifest_in.get("options") or {})
         meta = {
-            "tool_version": manifest_in.get("tool_version"),
+            "tool_version": manifest_in.get(
+                "original_tool_version" if manifest_in.get("mode") == "from" else "tool_version"
+            ),
             "collected_at": manifest_in.get("collected_at"),
         }
         for entry in manifest_in.get("sources") or []:
@@ -474,6 +483,23 @@ def _read_tar(path: Path) -> dict[str, bytes]:
 # ---------------------------------------------------------------- bundle
 
 
+def check_bundle_destination(dest: Path) -> None:
+    """A bundle directory must be new or empty: files of an older bundle would be mixed into this one."""
+    dest = Path(dest)
+    if dest.name.endswith((".tar.gz", ".tgz")):
+        if dest.exists() and not dest.is_file():
+            raise UsageError(f"{dest} exists and is not a file; choose another bundle path")
+        return
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(
+            f"{dest} exists and is not a directory; choose another bundle path (nothing was written)"
+        )
+    if dest.is_dir() and any(dest.iterdir()):
+        raise UsageError(
+            f"{dest} already exists and is not empty; choose a new path or a FILE.tar.gz (nothing was overwritten)"
+        )
+
+
 def write_bundle(result: CollectResult, dest: Path) -> Path:
     """Write raw outputs + snapshot.json + manifest.json to a directory, or a .tar.gz when dest
     ends with .tar.gz / .tgz. Raises ToolError when it cannot be written."""
@@ -504,8 +530,7 @@ def write_bundle(result: CollectResult, dest: Path) -> Path:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
         else:
-            if dest.exists() and not dest.is_dir():
-                raise ToolError(f"cannot write the bundle: {dest} exists and is not a directory")
+            check_bundle_destination(dest)
             dest.mkdir(parents=True, exist_ok=True)
             for name, data in payload.items():
                 (dest / name).write_bytes(data)

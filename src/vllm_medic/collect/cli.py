@@ -58,6 +58,10 @@ def collect_command(
     if timeout <= 0:
         stderr.print(f"[red]error:[/] --timeout must be positive, got {timeout:g}", highlight=False)
         raise typer.Exit(int(ExitCode.USAGE))
+    from vllm_medic.collect.api import check_bundle_destination
+
+    if output is not None:
+        check_bundle_destination(output)  # before collecting: a bad -o costs nothing
     if from_path is not None:
         if image or launch or model:
             stderr.print("[yellow]note:[/] --image/--launch/--model are ignored with --from", highlight=False)
