@@ -480,3 +480,10 @@ def test_amd_hardware_skips_nvidia_driver_checks():
     fs = check(Snapshot(), hardware="mi355x")
     assert one(fs, "DRV001").severity.value == "info" and "AMD" in one(fs, "DRV001").title
     assert one(fs, "DRV002").severity.value == "pass"
+
+
+def test_drv002_without_an_image_uses_torchs_cuda():
+    s = snap(driver="550.54.15", cuda="12.4")
+    s.python.torch = Torch(version="2.9.0+cu130", cuda="13.0")
+    f = one(check(s, GENERIC), "DRV002")
+    assert f.severity.value == "fail" and any("torch 2.9.0+cu130" in e for e in f.evidence)

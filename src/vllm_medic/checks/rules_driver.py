@@ -150,9 +150,20 @@ def _image_cuda(facts: Facts, recipe: Recipe) -> tuple[str | None, str]:
         return img.cuda_version, f"{where} image {img.tag or '?'} CUDA_VERSION={img.cuda_version}"
     tag = img.tag or facts.snapshot.launch.image
     for spec in recipe.images:
-        if spec.cuda and (tag is None or tag == spec.tag):
-            how = "launch image" if tag else "no image inspected; assuming the recipe image"
-            return spec.cuda, f"{how} {spec.tag} is CUDA {spec.cuda} ({spec.source})"
+        if spec.cuda and tag == spec.tag:
+            return spec.cuda, f"launch image {spec.tag} is CUDA {spec.cuda} ({spec.source})"
+    torch = facts.snapshot.python.torch
+    if tag is None and torch.cuda:
+        return (
+            torch.cuda,
+            f"no image: the Python environment's torch {torch.version or '?'} is built with CUDA {torch.cuda}",
+        )
+    for spec in recipe.images:
+        if spec.cuda and tag is None:
+            return (
+                spec.cuda,
+                f"no image inspected; assuming the recipe image {spec.tag} (CUDA {spec.cuda}; {spec.source})",
+            )
     return None, "image CUDA version unknown (no docker image inspect, no recipe image)"
 
 
