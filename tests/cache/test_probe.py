@@ -128,3 +128,17 @@ def test_real_server_uncached_is_flag_off(vllm_server_uncached) -> None:  # noqa
     code, out, _ = run("probe", vllm_server_uncached.url, "--json")
     assert code == 1 and out["verdict"] == "flag off"
     assert all(r["hit_tokens"] == 0 for r in out["requests"])
+
+
+@pytest.mark.parametrize("sim", [{}], indirect=True)
+def test_probe_run_is_recorded_in_the_history(sim: str, tmp_path: Path) -> None:
+    from vllm_medic.store.api import open_store
+
+    db = f"sqlite:///{tmp_path / 'history.db'}"
+    code, out, err = run("probe", sim, "--store", db, "--json")
+    assert code == 0, err
+    with open_store(db) as store:
+        stored = store.get_run(out["run_id"])
+        events = store.get_events(out["run_id"], kind="cache_probe_request")
+    assert stored["verdict"] == "pass" and stored["status"] == "finished"
+    assert [e["payload"]["name"] for e in events] == [r["name"] for r in out["requests"]]

@@ -322,6 +322,10 @@ def probe_command(
             help="The server's launch (text or file): VLLM_PREFIX_CACHE_RETENTION_INTERVAL, mamba mode.",
         ),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option("--store", help="Also record the run in the history: a SQLAlchemy URL, or 'default'."),
+    ] = None,
     api_key_env: ApiKeyEnvOpt = "VLLM_API_KEY",
     as_json: JsonOpt = False,
     junit: JunitOpt = None,
@@ -358,6 +362,14 @@ def probe_command(
         except OSError as exc:
             raise UsageError(f"cannot write --out {out}: {exc.strerror or exc}") from exc
 
+    history = None
+    run_id = None
+    if store is not None:
+        from vllm_medic.store.api import open_store
+
+        history = open_store(None if store == "default" else store)
+        run_id = history.start_run("cache-probe", url, {"filler_repeats": filler_repeats})
+
     def save(rec) -> None:  # noqa: ANN001 - ProbeRecord, imported lazily
         import json
 
@@ -366,6 +378,8 @@ def probe_command(
         if out_file is not None:
             out_file.write(json.dumps(redact_obj(rec.to_dict()), ensure_ascii=False) + "\n")
             out_file.flush()
+        if history is not None and run_id is not None:
+            history.record_event(run_id, "cache_probe_request", rec.to_dict())
 
     try:
         report = asyncio.run(
@@ -379,10 +393,30 @@ def probe_command(
                 on_record=save,
             )
         )
+    except BaseException as exc:
+        if history is not None and run_id is not None:
+            history.mark_interrupted(run_id, f"{type(exc).__name__}: {exc}")
+            history.close()
+        raise
     finally:
         if out_file is not None:
             out_file.close()
     findings = probe_findings(report)
+    if history is not None and run_id is not None:
+        from vllm_medic.model import Severity, worst_severity
+
+        worst = worst_severity(findings)
+        history.record_step(
+            run_id,
+            {
+                "name": "prefix-cache probe",
+                "status": {Severity.FAIL: "fail", Severity.WARN: "warn"}.get(worst, "pass"),
+                "findings": findings,
+                "data": {"verdict": report.verdict},
+            },
+        )
+        history.finish_run(run_id, "fail" if worst is Severity.FAIL else "pass")
+        history.close()
     payload = {
         "url": report.url,
         "verdict": report.verdict,
@@ -402,6 +436,7 @@ def probe_command(
         "requests": [r.to_dict() for r in report.records],
         "notes": report.notes,
         "out": str(out) if out else None,
+        "run_id": run_id,
     }
     code = emit_findings(
         findings,
