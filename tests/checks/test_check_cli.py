@@ -83,10 +83,13 @@ def test_driver_failure_bundles_make_drv001_the_first_finding(bundle, needle):
     assert any(needle in step.lower() for step in first["fix"])
 
 
-def test_mismatch_evidence_names_the_user_space_version():
+def test_mismatch_evidence_names_both_versions():
     res = run("check", "--from", str(BUNDLES / "nvml-mismatch"), "--json")
     ev = " ".join(findings(res)["DRV001"]["evidence"])
     assert "NVML library version 570.124" in ev
+    res = run("check", "--from", str(BUNDLES / "nvml-mismatch-580"), "--json")
+    ev = " ".join(findings(res)["DRV001"]["evidence"])
+    assert "NVML library version 580.178; kernel module 580.173.02" in ev
 
 
 def test_strict_turns_warnings_into_exit_1(tmp_path):
