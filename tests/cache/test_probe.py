@@ -142,3 +142,86 @@ def test_probe_run_is_recorded_in_the_history(sim: str, tmp_path: Path) -> None:
         events = store.get_events(out["run_id"], kind="cache_probe_request")
     assert stored["verdict"] == "pass" and stored["status"] == "finished"
     assert [e["payload"]["name"] for e in events] == [r["name"] for r in out["requests"]]
+
+
+class _NeverHits:
+    """A server that says prefix caching is on but never reuses anything (what a broken cache looks like)."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        state = {"queries": 0, "done": 0, "prompt": 0}
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path == "/v1/models":
+                    self._send(200, json.dumps({"data": [{"id": "broken", "max_model_len": 4096}]}).encode())
+                elif self.path == "/metrics":
+                    with lock:
+                        text = (
+                            'vllm:cache_config_info{engine="0",block_size="16",enable_prefix_caching="True"} 1.0\n'
+                            f'vllm:prefix_cache_queries_total{{engine="0"}} {state["queries"]}\n'
+                            'vllm:prefix_cache_hits_total{engine="0"} 0\n'
+                            f'vllm:request_success_total{{engine="0"}} {state["done"]}\n'
+                            f'vllm:prompt_tokens_total{{engine="0"}} {state["prompt"]}\n'
+                        )
+                    self._send(200, text.encode(), "text/plain")
+                else:
+                    self._send(404, b"{}")
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                text = json.dumps(body.get("messages"))
+                ids = [ord(c) % 251 for c in text[::4]]
+                if self.path == "/tokenize":
+                    self._send(
+                        200, json.dumps({"count": len(ids), "tokens": ids, "max_model_len": 4096}).encode()
+                    )
+                    return
+                with lock:
+                    state["queries"] += len(ids)
+                    state["prompt"] += len(ids)
+                    state["done"] += 1
+                usage = {"prompt_tokens": len(ids), "completion_tokens": 1, "total_tokens": len(ids) + 1}
+                chunks = [
+                    {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "ok"}}]},
+                    {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                    {"choices": [], "usage": usage},
+                ]
+                payload = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+                self._send(200, payload.encode(), "text/event-stream")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_unexplained_miss_says_what_to_capture_next() -> None:
+    srv = _NeverHits()
+    try:
+        code, out, err = run("probe", srv.url, "--json")
+    finally:
+        srv.close()
+    assert code == 1, err
+    assert out["verdict"] == "unexplained miss"
+    f = [f for f in out["findings"] if f["id"] == "CACHE-PROBE005"][0]
+    assert any("Capture next" in s for s in f["fix"])
+    repeat = by_name(out)["fixed#2 (repeat)"]
+    assert repeat["outcome"] == "miss" and repeat["expected_hit_tokens"] > 0
