@@ -34,6 +34,7 @@ import asyncio
 import json
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -41,9 +42,25 @@ from typing import Any
 from vllm_medic.errors import ToolError
 from vllm_medic.redact import redact_text
 from vllm_medic.serve.metrics import Metrics, parse_prometheus
-from vllm_medic.serve.sse import SSEParser, check_chat_stream, delta_has_token
+from vllm_medic.serve.rawhttp import ConnectTimeout, RawPool, ResponseDisconnected, StallError
+from vllm_medic.serve.sse import SSEParser, check_chat_stream
 
 BODY_EXCERPT_CHARS = 2000
+
+try:  # orjson parses SSE chunks several times faster; the stdlib is the fallback
+    import orjson
+
+    _loads = orjson.loads
+
+    def _dumps(obj: Any) -> bytes:
+        return orjson.dumps(obj)
+except ImportError:  # pragma: no cover - orjson is a declared dependency
+
+    def _loads(data: bytes | str) -> Any:
+        return json.loads(data)
+
+    def _dumps(obj: Any) -> bytes:
+        return json.dumps(obj).encode()
 
 
 class ErrorKind(StrEnum):
@@ -279,6 +296,16 @@ class StreamResult:
 
 def classify_exception(exc: BaseException, *, mid_response: bool = False) -> ErrorKind:
     """Map a client-side exception to an ErrorKind (pure; used by the client and the load generator)."""
+    if isinstance(exc, StallError):
+        return ErrorKind.STALL
+    if isinstance(exc, ConnectTimeout):
+        return ErrorKind.CONNECT_TIMEOUT
+    if isinstance(exc, ResponseDisconnected):
+        return ErrorKind.DISCONNECT
+    if isinstance(exc, ConnectionRefusedError) or (
+        isinstance(exc, OSError) and not isinstance(exc, TimeoutError) and "refused" in str(exc).lower()
+    ):
+        return ErrorKind.REFUSED
     import aiohttp
 
     dns_error = getattr(aiohttp, "ClientConnectorDNSError", socket.gaierror)
@@ -336,6 +363,7 @@ class ServerClient:
         self.model = model
         self.trust_env = trust_env
         self._session: Any = None
+        self._raw: RawPool | None = None
 
     # -- session -------------------------------------------------------------------------------
     async def __aenter__(self) -> ServerClient:
@@ -353,7 +381,8 @@ class ServerClient:
             if self.api_key:
                 headers["Authorization"] = f"Bearer {self.api_key}"
             # limit=0: no connection-pool cap (aiohttp's default of 100 silently queues requests).
-            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+            plain = self.base_url.startswith("http://")  # no TLS context to build for plain HTTP
+            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, ssl=False if plain else True)
             self._session = aiohttp.ClientSession(
                 headers=headers,
                 connector=connector,
@@ -368,6 +397,9 @@ class ServerClient:
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
 
     def redact(self, text: str) -> str:
         if self.api_key:
@@ -583,61 +615,57 @@ class ServerClient:
         keep_chunks: bool = True,
         path: str = "/v1/chat/completions",
     ) -> StreamResult:
-        """Stream one request. Never raises for network/server trouble; see StreamResult.error_kind."""
-        session = self._ensure_session()
+        """Stream one request. Never raises for network/server trouble; see StreamResult.error_kind.
+
+        ``keep_chunks=False`` (the load generator) skips storing chunks and the conformance checks.
+        """
         body = self._with_model({**body, "stream": True})
         want_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        payload = json.dumps(body).encode()
+        payload = _dumps(body)
         stall = stall_timeout_s if stall_timeout_s is not None else self.stall_timeout_s
+        if self._raw is None:
+            self._raw = RawPool(connect_timeout_s=self.timeout_s)
         t_send = time.perf_counter()
         res = StreamResult(t_intended=t_intended if t_intended is not None else t_send, t_send=t_send)
-        parser = SSEParser()
-        mid_response = False
-        perf = time.perf_counter
+        state = _StreamState(res, keep_chunks, self.redact)
         try:
-            async with session.post(
+            raw = await self._raw.stream(
                 self.base_url + path,
-                data=payload,
-                headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
-                timeout=self._timeout(timeout_s, stall),
-            ) as resp:
-                res.t_headers = perf()
-                res.status = resp.status
-                mid_response = True
-                if resp.status != 200:
-                    raw = await resp.read()
-                    res.t_last = perf()
-                    res.body_excerpt = self.redact(raw[:BODY_EXCERPT_CHARS].decode("utf-8", errors="replace"))
-                    try:
-                        msg = _error_message(json.loads(raw))
-                    except ValueError:
-                        msg = None
-                    res.error_kind = http_kind(resp.status)
-                    res.error = f"HTTP {resp.status}: {msg or res.body_excerpt[:400]}"
-                    return res
-                content = resp.content
-                while True:
-                    data = await content.readany()
-                    t = perf()
-                    if not data:
-                        break
-                    events = parser.feed(data, t)
-                    if events:
-                        self._consume(res, events, keep_chunks)
-                        if res.saw_done:
-                            break
-        except Exception as exc:  # noqa: BLE001 - classified, never raised
-            res.t_last = perf()
-            res.error_kind = classify_exception(exc, mid_response=mid_response)
+                headers=self._raw_headers,
+                body=payload,
+                sink=state.on_data,
+                total_s=timeout_s or self.timeout_s,
+                stall_s=stall,
+            )
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+                raise
+            res.t_last = time.perf_counter()
+            state.finish_text()
+            res.error_kind = classify_exception(exc, mid_response=state.res.n_events > 0)
             res.error = self._exc_text(exc)
             if res.error_kind is ErrorKind.STALL:
                 res.error = f"no bytes for {stall} s mid-stream ({res.n_events} events received)"
             return res
+        res.status = raw.status
+        res.t_headers = raw.t_headers
+        if raw.status != 200:
+            res.t_last = time.perf_counter()
+            res.body_excerpt = self.redact(raw.body[:BODY_EXCERPT_CHARS].decode("utf-8", errors="replace"))
+            try:
+                msg = _error_message(_loads(raw.body))
+            except ValueError:
+                msg = None
+            res.error_kind = http_kind(raw.status)
+            res.error = f"HTTP {raw.status}: {msg or res.body_excerpt[:400]}"
+            return res
+        parser = state.parser
         if not res.saw_done:
             tail = parser.close()
             if tail:
-                self._consume(res, tail, keep_chunks)
-        res.t_last = res.t_last or perf()
+                state.consume(tail)
+        state.finish_text()
+        res.t_last = res.t_last or time.perf_counter()
         res.problems.extend(parser.problems)
         if res.error_kind is None and not res.saw_done:
             res.error_kind = ErrorKind.DISCONNECT
@@ -650,59 +678,106 @@ class ServerClient:
         res.ok = res.error_kind is None
         return res
 
-    def _consume(self, res: StreamResult, events: list[Any], keep_chunks: bool) -> None:
+    @property
+    def _raw_headers(self) -> dict[str, str]:
+        h = {"User-Agent": "vllm-medic", "Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self.api_key:
+            h["Authorization"] = f"Bearer {self.api_key}"
+        return h
+
+    def _exc_text(self, exc: BaseException) -> str:
+        text = str(exc) or type(exc).__name__
+        return self.redact(f"{type(exc).__name__}: {text}")[:500]
+
+
+class _StreamState:
+    """Consumes SSE bytes as they are read (inside the protocol callback) into a StreamResult."""
+
+    __slots__ = ("res", "keep", "redact", "parser", "content", "reasoning")
+
+    def __init__(self, res: StreamResult, keep: bool, redact: Callable[[str], str]) -> None:
+        self.res = res
+        self.keep = keep
+        self.redact = redact
+        self.parser = SSEParser()
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+
+    def on_data(self, data: bytes, t: float) -> None:
+        events = self.parser.feed(data, t)
+        if events:
+            self.consume(events)
+
+    def finish_text(self) -> None:
+        self.res.content = "".join(self.content)
+        self.res.reasoning = "".join(self.reasoning)
+
+    def consume(self, events: list[Any]) -> None:
+        res = self.res
         for ev in events:
             res.n_events += 1
             if res.t_first_event is None:
                 res.t_first_event = ev.t
             data = ev.data
-            if data == "[DONE]":
+            if data == b"[DONE]":
                 res.saw_done = True
                 res.t_last = ev.t
-                return
+                continue
             try:
-                chunk = json.loads(data)
+                chunk = _loads(data)
             except ValueError:
+                text = self.redact(data[:160].decode("utf-8", errors="replace"))
                 if res.error_kind is None:
                     res.error_kind = ErrorKind.MALFORMED_SSE
-                    res.error = f"data line is not JSON: {self.redact(data[:160])!r}"
-                res.problems.append(f"malformed: data line is not JSON: {self.redact(data[:160])!r}")
+                    res.error = f"data line is not JSON: {text!r}"
+                res.problems.append(f"malformed: data line is not JSON: {text!r}")
                 continue
-            if not isinstance(chunk, dict):
+            if type(chunk) is not dict:
                 res.problems.append(f"malformed: data is not a JSON object: {data[:80]!r}")
                 continue
-            if keep_chunks:
+            if self.keep:
                 res.chunks.append(chunk)
-            if "error" in chunk and not chunk.get("choices"):
-                res.error_kind = res.error_kind or ErrorKind.STREAM_ERROR
-                res.error = res.error or f"error in stream: {self.redact(str(_error_message(chunk)))[:400]}"
+            choices = chunk.get("choices")
+            if not choices:
+                usage = chunk.get("usage")
+                if usage:
+                    res.usage = usage
+                elif "error" in chunk:
+                    res.error_kind = res.error_kind or ErrorKind.STREAM_ERROR
+                    res.error = (
+                        res.error or f"error in stream: {self.redact(str(_error_message(chunk)))[:400]}"
+                    )
                 continue
-            if delta_has_token(chunk):
-                res.token_times.append(ev.t)
-            usage = chunk.get("usage")
-            if usage:
-                res.usage = usage
-            for choice in chunk.get("choices") or ():
-                if not isinstance(choice, dict):
+            if chunk.get("usage"):
+                res.usage = chunk["usage"]
+            token = False
+            for choice in choices:
+                if type(choice) is not dict:
                     continue
                 if choice.get("finish_reason"):
                     res.finish_reason = choice["finish_reason"]
-                if "text" in choice and choice["text"]:
-                    res.content += choice["text"]
+                text = choice.get("text")
+                if text:
+                    self.content.append(text)
+                    token = True
                 delta = choice.get("delta")
-                if not isinstance(delta, dict):
+                if not delta or type(delta) is not dict:
                     continue
-                if delta.get("content"):
-                    res.content += delta["content"]
+                piece = delta.get("content")
+                if piece:
+                    self.content.append(piece)
+                    token = True
                 r = delta.get("reasoning_content") or delta.get("reasoning")
                 if r:
-                    res.reasoning += r
-                for tc in delta.get("tool_calls") or ():
-                    _merge_tool_call(res.tool_calls, tc)
-
-    def _exc_text(self, exc: BaseException) -> str:
-        text = str(exc) or type(exc).__name__
-        return self.redact(f"{type(exc).__name__}: {text}")[:500]
+                    self.reasoning.append(r)
+                    token = True
+                calls = delta.get("tool_calls")
+                if calls:
+                    token = True
+                    for tc in calls:
+                        _merge_tool_call(res.tool_calls, tc)
+            if token:
+                res.token_times.append(ev.t)
 
 
 def _merge_tool_call(calls: list[dict[str, Any]], delta: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 @dataclass(slots=True)
 class SSEEvent:
-    data: str
+    data: bytes  # the joined ``data:`` lines, as bytes (JSON parsers take bytes directly)
     t: float
     event: str | None = None
 
@@ -28,12 +28,31 @@ class SSEEvent:
 class SSEParser:
     problems: list[str] = field(default_factory=list)
     _buf: bytes = b""
-    _data: list[str] = field(default_factory=list)
+    _data: list[bytes] = field(default_factory=list)
     _event: str | None = None
 
     def feed(self, chunk: bytes, t: float) -> list[SSEEvent]:
+        buf = self._buf + chunk if self._buf else chunk
+        if b"\r" in buf or self._data:
+            return self._feed_lines(buf, t)
+        # Fast path for the common "data: {...}\n\n" framing (vLLM's): split on blank lines.
         out: list[SSEEvent] = []
-        buf = self._buf + chunk
+        start = 0
+        while True:
+            end = buf.find(b"\n\n", start)
+            if end < 0:
+                break
+            block = buf[start:end]
+            start = end + 2
+            if block.startswith(b"data: ") and b"\n" not in block:
+                out.append(SSEEvent(block[6:], t))
+            else:
+                out.extend(self._feed_lines(block + b"\n\n", t))
+        self._buf = buf[start:]
+        return out
+
+    def _feed_lines(self, buf: bytes, t: float) -> list[SSEEvent]:
+        out: list[SSEEvent] = []
         start = 0
         while True:
             nl = buf.find(b"\n", start)
@@ -45,7 +64,7 @@ class SSEParser:
                 line = line[:-1]
             if not line:
                 if self._data:
-                    out.append(SSEEvent("\n".join(self._data), t, self._event))
+                    out.append(SSEEvent(b"\n".join(self._data), t, self._event))
                 self._data = []
                 self._event = None
                 continue
@@ -54,34 +73,39 @@ class SSEParser:
         return out
 
     def _line(self, line: bytes) -> None:
-        text = line.decode("utf-8", errors="replace")
-        if text.startswith(":"):
+        if line.startswith(b":"):
             return
-        key, sep, value = text.partition(":")
+        key, sep, value = line.partition(b":")
         if not sep:
-            self.problems.append(f"framing: line without a field name: {text[:120]!r}")
+            self.problems.append(
+                f"framing: line without a field name: {line[:120].decode(errors='replace')!r}"
+            )
             return
-        if value.startswith(" "):
+        if value.startswith(b" "):
             value = value[1:]
-        if key == "data":
+        if key == b"data":
             self._data.append(value)
-        elif key == "event":
-            self._event = value
-        elif key in ("id", "retry"):
+        elif key == b"event":
+            self._event = value.decode("utf-8", errors="replace")
+        elif key in (b"id", b"retry"):
             return
         else:
-            self.problems.append(f"framing: unknown field {key[:40]!r} in line {text[:120]!r}")
+            text = line[:120].decode("utf-8", errors="replace")
+            self.problems.append(
+                f"framing: unknown field {key[:40].decode(errors='replace')!r} in line {text!r}"
+            )
 
     def close(self) -> list[SSEEvent]:
         """End of stream: a trailing event without its blank line is a framing problem."""
         leftover = self._buf.strip()
         out: list[SSEEvent] = []
         if leftover:
-            self._line(leftover)
+            for line in leftover.split(b"\n"):
+                self._line(line.rstrip(b"\r"))
             self._buf = b""
         if self._data:
             self.problems.append("framing: last event not terminated by a blank line")
-            out.append(SSEEvent("\n".join(self._data), -1.0, self._event))
+            out.append(SSEEvent(b"\n".join(self._data), -1.0, self._event))
             self._data = []
         return out
 
