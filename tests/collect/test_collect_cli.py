@@ -415,3 +415,21 @@ def test_from_can_rewrite_a_captured_directory_as_a_tarball(tmp_path):
     first = _snapshot(run_cli(["collect", "--from", str(EXAMPLE), "-o", str(out), "--json"], env))
     again = _snapshot(run_cli(["collect", "--from", str(out), "--json"], env))
     assert again == first and again["driver"]["version"] == "570.124.06"
+
+
+def test_files_of_other_stages_travel_with_the_bundle(tmp_path):
+    captured = tmp_path / "captured"
+    captured.mkdir()
+    for name in ("nvidia-smi.txt", "lsmod.txt"):
+        (captured / name).write_text((EXAMPLE / name).read_text())
+    (captured / "notes-from-the-user.txt").write_text("node7, after the reboot, token=hunter2hunter2\n")
+    out = tmp_path / "b.tar.gz"
+    proc = run_cli(["collect", "--from", str(captured), "-o", str(out)], fake_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    with tarfile.open(out) as tar:
+        names = {Path(m.name).name: m for m in tar.getmembers()}
+        assert "notes-from-the-user.txt" in names
+        text = tar.extractfile(names["notes-from-the-user.txt"]).read().decode()  # type: ignore[union-attr]
+        manifest = json.loads(tar.extractfile(names["manifest.json"]).read())  # type: ignore[union-attr]
+    assert "node7" in text and "hunter2hunter2" not in text
+    assert manifest["ignored_files"] == ["notes-from-the-user.txt"]

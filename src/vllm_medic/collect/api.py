@@ -28,6 +28,7 @@ from vllm_medic.redact import redact_text
 from vllm_medic.snapshot import SCHEMA_VERSION, Snapshot
 
 MAX_CAPTURED_FILE_BYTES = 64 * 1024 * 1024
+MAX_BUNDLE_BYTES = 512 * 1024 * 1024
 BUNDLE_META_FILES = ("snapshot.json", "manifest.json")
 
 
@@ -381,9 +382,10 @@ def load_captured(path: Path) -> CollectResult:
         raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     manifest_in = _json_or_none(files.pop("manifest.json", None))
     files.pop("snapshot.json", None)
-    raw = {name: data for name, data in files.items() if source_for_file(name)}
+    # every file is kept (other stages read their own files from the bundle); only canonical ones are parsed here
+    raw = dict(files)
     ignored = sorted(name for name in files if not source_for_file(name))
-    if not raw:
+    if not any(source_for_file(name) for name in raw):
         expected = ", ".join(names[0] for names in CANONICAL_FILES.values())
         raise UsageError(
             f"no captured outputs with canonical names in {path}; expected files like: {expected}"
@@ -458,22 +460,26 @@ def _read_dir(path: Path) -> dict[str, bytes]:
         if len(subdirs) == 1:
             entries = sorted(p for p in subdirs[0].iterdir() if p.is_file())
     for p in entries:
-        if source_for_file(p.name) or p.name in BUNDLE_META_FILES:
-            files[p.name] = p.read_bytes()[:MAX_CAPTURED_FILE_BYTES]
-        else:
-            files[p.name] = b""
+        if p.name.startswith("."):
+            continue
+        with p.open("rb") as fh:
+            files[p.name] = fh.read(MAX_CAPTURED_FILE_BYTES)
     return files
 
 
 def _read_tar(path: Path) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
+    total = 0
     with tarfile.open(path, "r:*") as tar:
-        for member in tar.getmembers():
-            if not member.isfile():
-                continue
+        for member in tar:
             name = os.path.basename(member.name)
-            if member.size > MAX_CAPTURED_FILE_BYTES:
+            if not member.isfile() or name.startswith(".") or member.size > MAX_CAPTURED_FILE_BYTES:
                 continue
+            total += member.size
+            if total > MAX_BUNDLE_BYTES:
+                raise UsageError(
+                    f"{path}: more than {MAX_BUNDLE_BYTES // 2**20} MiB of files; not a vllm-medic bundle?"
+                )
             fh = tar.extractfile(member)
             if fh is not None:
                 files[name] = fh.read()
