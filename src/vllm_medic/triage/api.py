@@ -28,6 +28,7 @@ class TriageResult:
     sources: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     catalogue_files: list[str] = field(default_factory=list)
+    interrupted: bool = False
 
     @property
     def found(self) -> bool:
@@ -78,6 +79,7 @@ class TriageResult:
             "sources": self.sources,
             "warnings": self.warnings,
             "catalogue": self.catalogue_files,
+            "interrupted": self.interrupted,
         }
 
     def findings(self) -> list[Finding]:
@@ -90,28 +92,35 @@ def _scan(sources: list[LogSource], catalogue: Catalogue, warnings: list[str]) -
     described: list[dict[str, Any]] = []
     index = 0
     failed = 0
+    interrupted = False
     for src in sources:
+        if interrupted:
+            break
         before = len(warnings)
         try:
             for name, stream in iter_streams(src, warnings):
                 scanner = SourceScanner(
                     catalogue, screen, served, acc, index, name, rank=src.rank, node=src.node
                 )
-                scanner.feed_stream(stream)
-                described.append(
-                    {"name": name, "lines": acc.lines.get(index, 0), "bytes": acc.bytes.get(index, 0)}
-                )
-                index += 1
+                try:
+                    scanner.feed_stream(stream)
+                finally:
+                    described.append({"name": name, "lines": scanner.line_no, "bytes": scanner.total_bytes})
+                    index += 1
         except OSError as exc:
             warnings.append(f"{src.name}: cannot read ({exc}), skipped")
+        except KeyboardInterrupt:
+            interrupted = True
+            warnings.append(
+                f"interrupted while reading {src.name}: the verdict covers only what was read before"
+            )
         if len(warnings) > before and not any(
             d["lines"] for d in described[-1:] if d["name"].startswith(src.name)
         ):
             failed += 1
-    if sources and failed == len(sources):
+    if sources and failed == len(sources) and not interrupted:
         raise ToolError("nothing could be read: " + "; ".join(warnings))
-    result = TriageResult(judge(acc, catalogue), described, warnings, catalogue.files)
-    return result
+    return TriageResult(judge(acc, catalogue), described, warnings, catalogue.files, interrupted)
 
 
 def triage(

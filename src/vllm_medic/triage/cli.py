@@ -68,6 +68,25 @@ def triage_cmd(
 
     Exit 1 when a root cause is found, 0 when none, 2 usage error, 3 the tool could not read its inputs.
     """
+    try:
+        _triage(logs, docker, kubectl, previous, catalogue, follow, as_json, junit)
+    except KeyboardInterrupt:
+        from vllm_medic.cli_common import stderr
+
+        stderr.print("[yellow]interrupted[/] before anything was read; nothing to report", highlight=False)
+        raise typer.Exit(130) from None
+
+
+def _triage(
+    logs: list[str] | None,
+    docker: list[str] | None,
+    kubectl: list[str] | None,
+    previous: bool,
+    catalogue: list[Path] | None,
+    follow: bool,
+    as_json: bool,
+    junit: Path | None,
+) -> None:
     from vllm_medic.triage.api import triage
 
     if follow:
@@ -98,6 +117,8 @@ def triage_cmd(
         from vllm_medic.triage.render import render
 
         render(result, console())
+    if result.interrupted:
+        raise typer.Exit(130)
     raise typer.Exit(code)
 
 

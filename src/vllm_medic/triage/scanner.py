@@ -7,6 +7,7 @@ the rest of it skipped without being held.
 
 from __future__ import annotations
 
+import gzip
 import re
 import zlib
 from collections import deque
@@ -132,15 +133,17 @@ class SourceScanner:
     def feed_stream(self, stream: BinaryIO) -> None:
         leftover = b""
         skipping_long = False
-        while True:
-            try:
-                data = stream.read(BLOCK_BYTES)
-            except (EOFError, zlib.error, OSError) as exc:
+        read1 = getattr(stream, "read1", None)
+        failed = False
+        while not failed:
+            data, error = _read_block(stream, read1)
+            if error is not None:
+                failed = True
+                read_lines = self.line_no + (leftover + data).count(b"\n")
                 self.acc.warnings.append(
-                    f"{self.name}: read stopped after line {self.line_no} ({type(exc).__name__}: {exc}); "
-                    "the part before it was scanned"
+                    f"{self.name}: read stopped after line {read_lines} "
+                    f"({type(error).__name__}: {error}); the part before it was scanned"
                 )
-                data = b""
             if not data:
                 break
             self.total_bytes += len(data)
@@ -288,6 +291,34 @@ class SourceScanner:
             if ev.timestamp is not None:
                 return ev.timestamp
         return self.last_ts
+
+
+def _read_block(stream: BinaryIO, read1: object) -> tuple[bytes, BaseException | None]:
+    """Up to BLOCK_BYTES. Compressed streams are read in pieces so that a truncated .gz still yields
+    everything before the cut instead of losing the whole last block; pipes (stdin, `docker logs`)
+    return what is there, so lines are scanned as they arrive."""
+    if read1 is not None and not isinstance(stream, gzip.GzipFile):
+        try:
+            return read1(BLOCK_BYTES), None  # type: ignore[operator]
+        except (EOFError, zlib.error, OSError) as exc:
+            return b"", exc
+    if read1 is None:
+        try:
+            return stream.read(BLOCK_BYTES), None
+        except (EOFError, zlib.error, OSError) as exc:
+            return b"", exc
+    parts: list[bytes] = []
+    size = 0
+    while size < BLOCK_BYTES:
+        try:
+            piece = read1(BLOCK_BYTES - size)  # type: ignore[operator]
+        except (EOFError, zlib.error, OSError) as exc:
+            return b"".join(parts), exc
+        if not piece:
+            break
+        parts.append(piece)
+        size += len(piece)
+    return b"".join(parts), None
 
 
 def _line_indices(block: bytes, positions: list[int]) -> set[int]:

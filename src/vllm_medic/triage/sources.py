@@ -50,14 +50,19 @@ def _rank_from_name(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+_TEXT_CONTROLS = frozenset(b"\t\n\r\x0b\x0c\x08\x1b")
+
+
 def _looks_binary(head: bytes) -> bool:
-    if not head:
+    """Control bytes other than whitespace/ANSI mean binary. NULs alone do not: logs get NUL-filled
+    holes after a crash, and those are stripped while reading rather than losing the file."""
+    if not head or head[:2] == b"\x1f\x8b":
         return False
-    if head[:2] == b"\x1f\x8b":
+    body = head.replace(b"\x00", b"")
+    if not body:
         return False
-    nul = head.count(b"\x00")
-    ctrl = sum(1 for b in head if b < 9 or 13 < b < 32)
-    return nul > len(head) // 10 or ctrl > len(head) // 5
+    ctrl = sum(1 for b in body if b < 32 and b not in _TEXT_CONTROLS or b == 127)
+    return ctrl > len(body) // 20
 
 
 def _file_source(path: Path, warnings: list[str]) -> LogSource | None:

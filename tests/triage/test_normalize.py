@@ -1,0 +1,137 @@
+"""The normaliser: prefixes, timestamps, traceback folding; fuzzed with hypothesis."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vllm_medic.triage import normalize as norm_module
+from vllm_medic.triage.normalize import normalize, normalize_line
+
+
+def test_vllm_process_prefixes_and_timestamps():
+    ev = normalize_line(
+        "\x1b[36m(EngineCore_DP0 pid=1094)\x1b[0m ERROR 11-30 02:01:46 [core.py:123] ValueError: x\r"
+    )
+    assert (ev.process, ev.pid, ev.rank, ev.level) == ("EngineCore_DP0", 1094, 0, "ERROR")
+    assert ev.timestamp == datetime(2000, 11, 30, 2, 1, 46) and ev.message == "ValueError: x"
+    assert normalize_line("(VllmWorker TP3 pid=9) INFO 01-02 03:04:05 [a.py:1] hi").rank == 3
+    assert normalize_line("(Worker_TP5 pid=9) INFO 01-02 03:04:05 [a.py:1] hi").rank == 5
+    ray = normalize_line(
+        "(RayWorkerWrapper pid=1355, ip=192.168.201.208) ERROR 07-25 06:51:17 worker_base.py:382] boom"
+    )
+    assert (ray.process, ray.node, ray.level, ray.message) == (
+        "RayWorkerWrapper",
+        "192.168.201.208",
+        "ERROR",
+        "boom",
+    )
+    nccl = normalize_line(
+        "hd03-gpu2-0031:14133:14133 [2] misc/socket.cc:484 NCCL WARN socketStartConnect: failed"
+    )
+    assert (nccl.node, nccl.pid, nccl.rank, nccl.level) == ("hd03-gpu2-0031", 14133, 2, "WARNING")
+    torch = normalize_line(
+        "[rank3]:[E ProcessGroupNCCL.cpp:563] [Rank 3] Watchdog caught collective operation timeout"
+    )
+    assert (torch.rank, torch.level) == (3, "ERROR")
+
+
+def test_docker_kubectl_journald_and_iso_forms():
+    d = normalize_line("2026-11-30T02:36:13.123456789Z (APIServer pid=1) INFO 11-30 02:36:13 [a.py:1] hello")
+    assert d.timestamp == datetime(2026, 11, 30, 2, 36, 13, 123456) and d.process == "APIServer"
+    k = normalize_line("[pod/vllm-0/vllm] 2026-11-30T02:36:13.5Z ERROR boom")
+    assert k.node == "vllm-0" and k.timestamp.year == 2026 and k.level == "ERROR" and k.message == "boom"
+    j = normalize_line(
+        "Nov 30 02:36:13 gpu-node-7 vllm[4242]: (APIServer pid=1) INFO 11-30 02:36:13 [a.py:1] up"
+    )
+    assert j.node == "gpu-node-7" and j.timestamp.month == 11 and j.message == "up"
+    compose = normalize_line(
+        "vllm  | ERROR 02-11 08:25:49 serving_chat.py:661] torch.OutOfMemoryError: CUDA out of memory."
+    )
+    assert (
+        compose.node == "vllm"
+        and compose.level == "ERROR"
+        and compose.message.startswith("torch.OutOfMemoryError")
+    )
+    py = normalize_line("[2024-04-17 20:07:13,727] [ERROR] [MainThread] [asyncio] >>> AssertionError")
+    assert py.timestamp == datetime(2024, 4, 17, 20, 7, 13, 727000) and py.level == "ERROR"
+    assert py.message == "AssertionError"
+
+
+def test_traceback_becomes_one_event_with_its_exception_line():
+    text = "\n".join(
+        [
+            "(EngineCore_DP0 pid=7) ERROR 11-30 02:00:00 [core.py:1] EngineCore failed to start.",
+            "(EngineCore_DP0 pid=7) ERROR 11-30 02:00:00 [core.py:1] Traceback (most recent call last):",
+            '(EngineCore_DP0 pid=7) ERROR 11-30 02:00:00 [core.py:1]   File "/x/kv_cache_utils.py", line 9, in check',
+            '(EngineCore_DP0 pid=7) ERROR 11-30 02:00:00 [core.py:1]     raise ValueError("No available memory")',
+            "(APIServer pid=1) INFO 11-30 02:00:00 [a.py:1] interleaved line from another process",
+            "(EngineCore_DP0 pid=7) ERROR 11-30 02:00:00 [core.py:1]            ^^^^^^^^",
+            "(EngineCore_DP0 pid=7) ERROR 11-30 02:00:00 [core.py:1] ValueError: No available memory for the cache blocks.",
+        ]
+    )
+    events = normalize(text, "s")
+    assert [e.line for e in events] == [1, 5, 7]
+    exc = events[-1]
+    assert exc.traceback_start == 2 and exc.frames == ["/x/kv_cache_utils.py:check"]
+    assert exc.text.endswith("No available memory for the cache blocks.")
+
+
+def test_bare_assertion_points_at_the_failing_statement():
+    text = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "/v/prefix_prefill.py", line 639, in context_attention_fwd',
+            "    assert Lk in {16, 32, 64, 128}",
+            "AssertionError",
+        ]
+    )
+    (ev,) = normalize(text)
+    assert ev.line == 3 and "assert Lk" in ev.text
+
+
+line_text = st.text(alphabet=st.characters(codec="utf-8"), max_size=300)
+prefixes = st.sampled_from(
+    [
+        "",
+        "(APIServer pid=1) ",
+        "(EngineCore_DP0 pid=12) ",
+        "[rank0]: ",
+        "2026-11-30T02:36:13.1Z ",
+        "INFO 11-30 02:01:46 [a.py:1] ",
+        "ERROR 13-45 99:99:99 [a.py:1] ",
+        "h:1:2 [0] NCCL WARN ",
+        "vllm  | ",
+        "[pod/p/c] ",
+        "Nov 31 25:61:61 host unit[1]: ",
+        "\x1b[31m",
+        "Traceback (most recent call last):",
+        '  File "x", line 1, in f',
+        "    code()",
+        "ValueError: ",
+        "\r",
+        "\x00",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(prefixes, prefixes, line_text), max_size=30))
+def test_normaliser_never_raises_and_keeps_positions(parts):
+    lines = [a + b + c for a, b, c in parts]
+    for i, line in enumerate(lines, 1):
+        ev = normalize_line(line, "fuzz", i)
+        assert ev.line == i and ev.source == "fuzz"
+        assert ev.text == line[: norm_module.MAX_LINE_CHARS].rstrip("\r\n")
+    events = normalize(lines, "fuzz")
+    assert [e.line for e in events] == sorted({e.line for e in events})
+    assert all(1 <= e.line <= len(lines) for e in events)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=2000))
+def test_normaliser_takes_any_bytes(raw):
+    ev = normalize_line(raw, "bytes", 1)
+    assert "\x00" not in ev.text
