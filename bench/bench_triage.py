@@ -1,0 +1,112 @@
+"""Benchmark: `vllm-medic triage` against `grep -E -n` with the catalogue's patterns, same files, same run.
+
+    python bench/bench_triage.py [--gib 1] [--ranks 8] [--runs 3]
+
+Generates (once, under bench/out/, git-ignored) GIB of realistic rank-file noise built from a real
+vLLM log (bench/gen_triage_noise.py) with one root cause near the end of one file, then times,
+alternately, N runs of each:
+  * baseline: `grep -E -n -e <alternation of every catalogue pattern, translated to ERE>` over the files
+  * triage:   `vllm-medic triage DIR --json`
+and prints the medians, the ratio, and triage's peak RSS (max over its runs, from wait4()).
+Targets (issue 3): ratio <= 2.0, peak RSS < 200 MB whatever the input size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from gen_triage_noise import DEFAULT_ROOT, write_bench_set  # noqa: E402
+
+
+def ere(pattern: str) -> str:
+    """Python regex -> POSIX ERE as GNU grep -E reads it (\\w, \\s, \\S, \\b are GNU extensions it has)."""
+    p = re.sub(r"^\(\?[aiLmsux]+\)", "", pattern)
+    p = p.replace("(?:", "(").replace("(?i:", "(")
+    p = p.replace("\\d", "[0-9]")
+    p = re.sub(r"\}\?", "}", p)  # lazy bounded repeats -> greedy (same lines match)
+    p = re.sub(r"([*+?])\?", r"\1", p)
+    return p
+
+
+def _wait_rss(cmd: list[str]) -> tuple[float, int, int, bytes]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    chunks = []
+    while True:
+        b = proc.stdout.read(1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, proc.returncode, usage.ru_maxrss, b"".join(chunks)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=HERE / "out" / "triage-bench")
+    args = ap.parse_args()
+
+    out = args.out / f"{args.gib:g}g-{args.ranks}r"
+    marker = out / "ROOT_CAUSE"
+    if not marker.exists():
+        print(f"generating {args.gib:g} GiB in {args.ranks} rank files under {out} ...", flush=True)
+        path, line = write_bench_set(out, total_bytes=int(args.gib * (1 << 30)), ranks=args.ranks,
+                                     root_cause=DEFAULT_ROOT)
+        marker.write_text(f"{path}:{line}\n")
+    expected = marker.read_text().strip()
+    files = sorted(str(p) for p in out.glob("rank*.log"))
+    size = sum(Path(f).stat().st_size for f in files)
+
+    sys.path.insert(0, str(HERE.parent / "src"))
+    from vllm_medic.triage.catalogue import load_catalogue
+
+    patterns = [ere(p) for p in load_catalogue().raw_patterns()]
+    grep = shutil.which("grep") or "grep"
+    grep_cmd = [grep, "-E", "-n", "-e", "|".join(f"({p})" for p in patterns), *files]
+    medic = str(Path(sys.executable).with_name("vllm-medic"))
+    triage_cmd = [medic, "triage", str(out), "--json"]
+
+    # warm the page cache once for both
+    for cmd in (grep_cmd, triage_cmd):
+        _wait_rss(cmd)
+    g_times, t_times, rss = [], [], 0
+    found = None
+    for _ in range(args.runs):
+        w, rc, _, _ = _wait_rss(grep_cmd)
+        g_times.append(w)
+        w, rc, r, stdout = _wait_rss(triage_cmd)
+        t_times.append(w)
+        rss = max(rss, r)
+        rc_json = json.loads(stdout)["root_cause"]
+        found = f"{rc_json['source']}:{rc_json['line']}" if rc_json else None
+    g, t = statistics.median(g_times), statistics.median(t_times)
+    print(f"input: {len(files)} files, {size / (1 << 30):.2f} GiB, {len(patterns)} catalogue patterns")
+    print(f"baseline grep -E -n (alternation of the catalogue): median {g:.2f} s over {args.runs} runs "
+          f"({', '.join(f'{x:.2f}' for x in g_times)})")
+    print(f"vllm-medic triage --json:                         median {t:.2f} s over {args.runs} runs "
+          f"({', '.join(f'{x:.2f}' for x in t_times)})")
+    print(f"ratio triage/grep: {t / g:.2f}x (target <= 2.0)")
+    print(f"triage peak RSS: {rss / 1024:.0f} MiB (target < 200 MiB)")
+    print(f"root cause found at {found} (planted at {expected}): {'OK' if found == expected else 'MISMATCH'}")
+
+
+if __name__ == "__main__":
+    main()
