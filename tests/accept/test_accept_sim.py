@@ -192,3 +192,29 @@ def test_short_soak_does_not_judge_drift(sim, accept):
     soak = r.step("soak")
     assert "ACC-SOAK-006" in r.finding_ids("soak") and soak["status"] == "pass"
     assert len(soak["data"]["samples"]) == 2 and all(x["requests"] > 0 for x in soak["data"]["samples"])
+
+
+DATA = __import__("pathlib").Path(__file__).parents[1] / "data" / "accept"
+
+
+def test_start_counts_every_rank_in_a_real_tp8_log(sim, accept):
+    log = DATA / "vllm-ascend-4594-tp8-excerpt.log"
+    r = accept(sim().url, "--steps", "start", "--logs", str(log))
+    assert r.exit_code == 0, r.stdout
+    ranks = r.step("start")["data"]["ranks"]
+    assert ranks["expected"] == 8 and ranks["seen"] == 8
+    f = next(f for f in r.step("start")["findings"] if f["id"] == "ACC-START-010")
+    assert "all 8 ranks" in f["title"] and "tensor_parallel_size=8" in f["evidence"][0]
+
+
+def test_start_fails_when_a_rank_never_registered(sim, accept, tmp_path):
+    # Derived from the real TP=8 log: the Worker_TP7 lines removed, as when one rank never comes up.
+    lines = (DATA / "vllm-ascend-4594-tp8-excerpt.log").read_text().splitlines(keepends=True)
+    log = tmp_path / "tp8-missing-rank7.log"
+    log.write_text("".join(line for line in lines if "(Worker_TP7 " not in line))
+    r = accept(sim().url, "--steps", "start", "--logs", str(log))
+    assert r.exit_code == 1
+    f = next(f for f in r.step("start")["findings"] if f["id"] == "ACC-START-011")
+    assert f["severity"] == "fail" and f["category"] == "parallel_layout"
+    assert "only 7 of 8 ranks" in f["title"]
+    assert any("Worker_TP0 first seen at" in e for e in f["evidence"])

@@ -62,7 +62,8 @@ def summarise_level(run: LevelRun) -> dict[str, Any]:
         level["preemptions"] = delta.counter(NUM_PREEMPTIONS)
         gen = delta.counter(GENERATION_TOKENS)
         level["server_generation_tokens"] = gen
-        level["engine_restarts"] = len(delta.resets)
+        # A vLLM counter that went backwards means the engine restarted between the two scrapes.
+        level["engine_restarts"] = len({r for r in delta.resets if str(r).startswith("vllm:")})
     return level
 
 
@@ -82,8 +83,13 @@ def break_reason(
     if dead_replies and not log_hits.get("engine_death"):
         log_hits = {**log_hits, "engine_death": [f"server answered: {dead_replies[0]}"]}
     refused = any(h.get("error_kind") == "refused" for h in level["health_failures"])
-    if health_503 or log_hits.get("engine_death") or level.get("engine_restarts"):
-        why = "/health answered 503" if health_503 else (log_hits.get("engine_death") or ["counter reset"])[0]
+    restarted = bool(level.get("engine_restarts")) and errors > 0
+    if health_503 or log_hits.get("engine_death") or restarted:
+        why = (
+            "/health answered 503"
+            if health_503
+            else (log_hits.get("engine_death") or ["vLLM counters went backwards (engine restarted)"])[0]
+        )
         return "engine_death", f"engine death at concurrency {level['concurrency']}: {why}"
     if refused or (n and gone >= max(1, errors // 2) and gone > 0):
         return "engine_death", (
