@@ -212,3 +212,17 @@ def test_bad_launches_are_warnings_not_crashes(text, warning):
 def test_missing_launch_file_is_read_as_text_not_an_error(tmp_path):
     launch = parse_launch(str(tmp_path / "does-not-exist.sh"))
     assert launch.args == {} and launch.warnings
+
+
+def test_json_argument_spanning_lines_in_a_script():
+    text = (
+        "vllm serve moonshotai/Kimi-K3 -tp 8 \\\n"
+        "  --speculative-config '{\n"
+        '    "model": "RedHatAI/Kimi-K3-speculator.dspark",\n'
+        '    "num_speculative_tokens": 8, "method": "dspark"\n'
+        "  }' \\\n"
+        "  --enable-prefix-caching\n"
+    )
+    launch = parse_launch(text)
+    assert launch.args["speculative_config"]["method"] == "dspark"
+    assert launch.args["enable_prefix_caching"] is True and launch.warnings == []

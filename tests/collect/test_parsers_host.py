@@ -311,3 +311,8 @@ def test_env_keeps_relevant_names_and_masks_secrets():
 def test_container_detection(text, inside, runtime):
     c = parse_container(text)
     assert (c.in_container, c.runtime) == (inside, runtime)
+
+
+def test_torch_from_pypi_without_local_tag_takes_cuda_from_its_runtime_wheel():
+    py = parse_pip_freeze("torch==2.8.0\nnvidia-cuda-runtime-cu12==12.8.90\n").python  # SYNTHETIC
+    assert py.torch.version == "2.8.0" and py.torch.cuda == "12.8"

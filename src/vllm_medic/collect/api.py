@@ -162,7 +162,7 @@ def collect_here(opts: CollectOptions) -> CollectResult:
                     probe["name"],
                     None,
                     status="not_applicable",
-                    message=f"needs --{need}" if need != "container" else "needs --launch docker:CONTAINER",
+                    message=f"needs --{need}" if need != "container" else "no --launch given",
                 )
             continue
         argv = [_fill(str(a), placeholders) for a in probe["argv"]]

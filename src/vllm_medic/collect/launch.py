@@ -165,14 +165,7 @@ def _from_shell(text: str, base_env: dict[str, str] | None = None) -> Launch:
     joined = re.sub(r"\\\r?\n", " ", text)
     script_env: dict[str, str] = dict(base_env or {})
     candidates: list[list[str]] = []
-    for line in joined.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            tokens = shlex.split(line, comments=True, posix=True)
-        except ValueError as exc:
-            warnings.append(f"shell quoting not balanced ({exc}); split on spaces instead")
-            tokens = line.split()
+    for tokens in _logical_lines(joined, warnings):
         for segment in _split_segments(tokens):
             if not segment:
                 continue
@@ -202,6 +195,27 @@ def _from_shell(text: str, base_env: dict[str, str] | None = None) -> Launch:
         warnings.append(f"{len(candidates)} vLLM commands found; read the first one")
     launch = _from_argv(candidates[0], script_env, warnings)
     return launch
+
+
+def _logical_lines(text: str, warnings: list[str]) -> list[list[str]]:
+    """Shell words per logical line; a quoted argument spanning lines (a JSON config) stays whole."""
+    out: list[list[str]] = []
+    pending = ""
+    for line in text.splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        candidate = f"{pending}\n{line}" if pending else line
+        try:
+            out.append(shlex.split(candidate, comments=True, posix=True))
+            pending = ""
+        except ValueError:
+            pending = candidate
+            if pending.count("\n") > 200:
+                break
+    if pending:
+        warnings.append("shell quoting not balanced; the rest was split on spaces")
+        out.append(pending.split())
+    return out
 
 
 def _split_segments(tokens: list[str]) -> list[list[str]]:

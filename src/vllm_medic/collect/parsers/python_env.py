@@ -128,6 +128,19 @@ def fill_python_env(py: PythonEnv, packages: dict[str, str]) -> None:
     torch_version = packages.get("torch")
     if torch_version:
         py.torch = Torch(version=torch_version, cuda=_cuda_from_local(torch_version) or py.torch.cuda)
+        if py.torch.cuda is None:
+            # PyPI's default torch wheels carry no +cuXYZ tag; the CUDA runtime wheel they pull in tells
+            runtime = next(
+                (
+                    packages[n]
+                    for n in ("nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime")
+                    if n in packages
+                ),
+                None,
+            )
+            m = re.match(r"^(\d+)\.(\d+)", runtime or "")
+            if m:
+                py.torch.cuda = f"{m.group(1)}.{m.group(2)}"
     cuda: dict[str, list[str]] = {}
     for name, version in sorted(packages.items()):
         m = _CUDA_PKG.match(name)
