@@ -1,0 +1,35 @@
+"""Real Ray fan-out: several raylets on this machine (ray.cluster_utils.Cluster), one per simulated
+node, each with its own environment; one node deliberately differs and `check` must catch it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from vllm_medic.cli import app
+
+ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'vllm-medic[ray]')")
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def test_collect_ray_gathers_every_node_and_check_names_the_odd_one(ray_cluster, tmp_path):
+    out = tmp_path / "cluster-bundle"
+    runner = CliRunner()
+    res = runner.invoke(app, ["collect", "--ray", ray_cluster.address, "-o", str(out), "--timeout", "10"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "cluster.json").read_text())
+    assert len(summary["nodes"]) == 3 and all(n["status"] == "ok" for n in summary["nodes"])
+    for n in summary["nodes"]:
+        assert (out / n["dir"] / "snapshot.json").is_file()
+
+    res = runner.invoke(app, ["check", "--from", str(out), "--json"])
+    assert res.exit_code == 1, res.output
+    payload = json.loads(res.stdout)
+    ids = {f["id"]: f for f in payload["findings"]}
+    assert "CLU001" in ids and "575.57.08" in " ".join(ids["CLU001"]["evidence"])
+    assert "CLU011" in ids  # nvidia_peermem / mlx5 missing on one node
+    assert "CLU012" in ids and "mlx5_9" in " ".join(ids["CLU012"]["evidence"])
+    odd = [r for r in payload["cluster"]["rows"] if r["differs"]]
+    assert odd, "the table of what differs must be present"
