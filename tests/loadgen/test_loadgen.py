@@ -128,12 +128,12 @@ def test_busy_client_cpu_marks_the_step_invalid(make_sim) -> None:
             concurrency=1,
             requests=10,
             body_factory=busy_body,
-            max_cpu=0.15,
+            max_cpu=0.03,  # low on purpose: on a crowded CI box a spinning thread may get ~10% of a core
             max_lag_ms=1000.0,
         )
 
     r = asyncio.run(go())
-    assert not r.valid and r.client_cpu is not None and r.client_cpu > 0.15
+    assert not r.valid and r.client_cpu is not None and r.client_cpu > 0.03
     assert any("client CPU" in x for x in r.invalid_reasons)
 
 

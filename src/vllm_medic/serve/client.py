@@ -382,7 +382,7 @@ class ServerClient:
                 headers["Authorization"] = f"Bearer {self.api_key}"
             # limit=0: no connection-pool cap (aiohttp's default of 100 silently queues requests).
             plain = self.base_url.startswith("http://")  # no TLS context to build for plain HTTP
-            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, ssl=False if plain else True)
+            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, ssl=not plain)
             self._session = aiohttp.ClientSession(
                 headers=headers,
                 connector=connector,
@@ -597,7 +597,7 @@ class ServerClient:
         if status != 200:
             return ChatResult(
                 False, status, latency, data if isinstance(data, dict) else None, http_kind(status),
-                f"HTTP {status}: {_error_message(data) or excerpt[:400]}", excerpt,
+                self.redact(f"HTTP {status}: {_error_message(data) or excerpt[:400]}"), excerpt,
             )  # fmt: skip
         if not isinstance(data, dict):
             return ChatResult(
@@ -636,6 +636,7 @@ class ServerClient:
                 sink=state.on_data,
                 total_s=timeout_s or self.timeout_s,
                 stall_s=stall,
+                on_headers=state.on_headers,
             )
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
@@ -657,7 +658,7 @@ class ServerClient:
             except ValueError:
                 msg = None
             res.error_kind = http_kind(raw.status)
-            res.error = f"HTTP {raw.status}: {msg or res.body_excerpt[:400]}"
+            res.error = self.redact(f"HTTP {raw.status}: {msg or res.body_excerpt[:400]}")
             return res
         parser = state.parser
         if not res.saw_done:
@@ -702,6 +703,10 @@ class _StreamState:
         self.parser = SSEParser()
         self.content: list[str] = []
         self.reasoning: list[str] = []
+
+    def on_headers(self, status: int, headers: dict[str, str], t: float) -> None:
+        self.res.status = status
+        self.res.t_headers = t
 
     def on_data(self, data: bytes, t: float) -> None:
         events = self.parser.feed(data, t)

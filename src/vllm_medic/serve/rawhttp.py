@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 Sink = Callable[[bytes, float], None]
+HeadersHook = Callable[[int, dict[str, str], float], None]
 MAX_HEADER_BYTES = 64 * 1024
 MAX_ERROR_BODY = 64 * 1024
 
@@ -56,6 +57,7 @@ class RawResponse:
 class _Req:
     sink: Sink
     done: asyncio.Future[RawResponse]
+    on_headers: HeadersHook | None = None
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
     t_headers: float = 0.0
@@ -122,6 +124,8 @@ class _Conn(asyncio.Protocol):
             self._fail(ResponseDisconnected(f"malformed HTTP response: {exc}", True))
             return
         self.in_body = True
+        if req.on_headers is not None and req.status != 100:
+            req.on_headers(req.status, req.headers, t)
         if req.status == 100:  # a 100 Continue before the real answer
             self.in_body = False
             if rest:
@@ -271,6 +275,7 @@ class RawPool:
         sink: Sink,
         total_s: float | None,
         stall_s: float | None,
+        on_headers: HeadersHook | None = None,
     ) -> RawResponse:
         parts = urlsplit(url)
         tls = parts.scheme == "https"
@@ -295,7 +300,7 @@ class RawPool:
                 if conn is None:
                     conn = await self._connect(host, port, tls)
                 try:
-                    return await self._exchange(conn, key, request, sink, stall_s)
+                    return await self._exchange(conn, key, request, sink, stall_s, on_headers)
                 except ResponseDisconnected as exc:
                     if reused and attempt == 0 and not exc.got_bytes:
                         continue  # a stale keep-alive connection: once more on a fresh one
@@ -303,10 +308,16 @@ class RawPool:
         raise AssertionError("unreachable")
 
     async def _exchange(
-        self, conn: _Conn, key: tuple[str, int, bool], request: bytes, sink: Sink, stall_s: float | None
+        self,
+        conn: _Conn,
+        key: tuple[str, int, bool],
+        request: bytes,
+        sink: Sink,
+        stall_s: float | None,
+        on_headers: HeadersHook | None,
     ) -> RawResponse:
         loop = asyncio.get_running_loop()
-        req = _Req(sink=sink, done=loop.create_future(), last_read=time.perf_counter())
+        req = _Req(sink=sink, done=loop.create_future(), on_headers=on_headers, last_read=time.perf_counter())
         conn.req = req
         conn.in_body = False
         conn.buf = b""

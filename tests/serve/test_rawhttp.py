@@ -1,0 +1,170 @@
+"""The streaming HTTP transport against a scripted loopback server: framing split anywhere, keep-alive."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vllm_medic.serve.client import ErrorKind, ServerClient
+from vllm_medic.serve.rawhttp import RawPool, ResponseDisconnected
+
+
+def _chunked(payloads: list[bytes]) -> bytes:
+    return b"".join(b"%x\r\n" % len(p) + p + b"\r\n" for p in payloads) + b"0\r\n\r\n"
+
+
+def _sse(events: list[dict], sep: bytes = b"\n\n") -> list[bytes]:
+    lines = [b"data: " + json.dumps(e).encode() + sep for e in events]
+    return [*lines, b"data: [DONE]" + sep]
+
+
+class Scripted:
+    """A loopback server answering each request with the next scripted list of byte pieces."""
+
+    def __init__(self, script: Callable[[int], tuple[list[bytes], bool]]) -> None:
+        self.script = script
+        self.connections = 0
+        self.requests = 0
+        self.server: asyncio.Server | None = None
+        self.url = ""
+
+    async def __aenter__(self) -> Scripted:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.decode().split("\r\n"):
+                    if line.lower().startswith("content-length:"):
+                        length = int(line.split(":")[1])
+                await reader.readexactly(length)
+                pieces, close = self.script(self.requests)
+                self.requests += 1
+                for p in pieces:
+                    writer.write(p)
+                    await writer.drain()
+                    await asyncio.sleep(0)
+                if close:
+                    writer.close()
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+EVENTS = [
+    {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+    *[{"choices": [{"index": 0, "delta": {"content": f" t{i}"}, "finish_reason": None}]} for i in range(5)],
+    {"choices": [{"index": 0, "delta": {"content": " end"}, "finish_reason": "stop"}]},
+    {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 6, "total_tokens": 9}},
+]
+
+
+def _split(blob: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(blob) + 1) for c in cuts} | {0, len(blob)})
+    return [blob[a:b] for a, b in zip(points, points[1:], strict=False) if b > a]
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=5000), max_size=25), st.sampled_from([b"\n\n", b"\r\n\r\n"])
+)
+@settings(max_examples=25, deadline=None)
+def test_stream_survives_any_split_of_chunked_framing(cuts: list[int], sep: bytes) -> None:
+    blob = HEAD_CHUNKED + _chunked(_sse(EVENTS, sep))
+
+    async def go() -> None:
+        async with Scripted(lambda i: (_split(blob, cuts), False)) as srv, ServerClient(srv.url) as c:
+            s = await c.chat_stream({"messages": [], "stream_options": {"include_usage": True}})
+            assert s.ok, (s.error_kind, s.error)
+            assert s.problems == []
+            assert s.content == " t0 t1 t2 t3 t4 end"
+            assert s.completion_tokens == 6 and len(s.token_times) == 6
+            assert s.finish_reason == "stop"
+
+    asyncio.run(go())
+
+
+def test_content_length_and_read_until_close_bodies() -> None:
+    body = b"".join(_sse(EVENTS))
+    with_length = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    until_close = b"HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + body
+
+    async def go() -> None:
+        for blob, close in ((with_length, False), (until_close, True)):
+            async with (
+                Scripted(lambda i, b=blob, c=close: ([b[:50], b[50:]], c)) as srv,
+                ServerClient(srv.url) as c,
+            ):
+                s = await c.chat_stream({"messages": [], "stream_options": {"include_usage": True}})
+                assert s.ok and s.completion_tokens == 6, (s.error_kind, s.error)
+
+    asyncio.run(go())
+
+
+def test_keep_alive_reuses_one_connection_and_retries_a_stale_one() -> None:
+    blob = HEAD_CHUNKED + _chunked(_sse(EVENTS))
+
+    async def go() -> None:
+        async with Scripted(lambda i: ([blob], False)) as srv, ServerClient(srv.url) as c:
+            for _ in range(3):
+                assert (await c.chat_stream({"messages": []})).ok
+            assert srv.connections == 1 and srv.requests == 3
+        # The server closes after each answer: the pooled connection is stale on reuse.
+        async with Scripted(
+            lambda i: ([blob.replace(b"chunked\r\n", b"chunked\r\nConnection: keep-alive\r\n")], True)
+        ) as srv:
+            async with ServerClient(srv.url) as c:
+                for _ in range(3):
+                    s = await c.chat_stream({"messages": []})
+                    assert s.ok, (s.error_kind, s.error)
+            assert srv.requests == 3
+
+    asyncio.run(go())
+
+
+def test_broken_chunk_framing_and_truncated_body_are_disconnects() -> None:
+    bad_size = HEAD_CHUNKED + b"zz\r\nhello\r\n"
+    truncated = HEAD_CHUNKED + _chunked(_sse(EVENTS))[:400]
+
+    async def go() -> None:
+        async with Scripted(lambda i: ([bad_size], True)) as srv:
+            pool = RawPool()
+            with pytest.raises(ResponseDisconnected):
+                await pool.stream(
+                    srv.url + "/x", headers={}, body=b"{}", sink=lambda d, t: None, total_s=5, stall_s=None
+                )
+            pool.close()
+        async with Scripted(lambda i: ([truncated], True)) as srv, ServerClient(srv.url) as c:
+            s = await c.chat_stream({"messages": []})
+            assert not s.ok and s.error_kind is ErrorKind.DISCONNECT and len(s.token_times) >= 1
+            assert s.status == 200  # the answer had begun
+
+    asyncio.run(go())
+
+
+def test_non_200_body_is_kept_and_redacted() -> None:
+    key = "sk-abcdefghijklmnopqrstuvwxyz012345"
+    body = json.dumps({"error": {"message": f"bad key {key}", "code": 401}}).encode()
+    blob = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+
+    async def go() -> None:
+        async with Scripted(lambda i: ([blob], False)) as srv, ServerClient(srv.url, api_key=key) as c:
+            s = await c.chat_stream({"messages": []})
+            assert s.status == 401 and s.error_kind is ErrorKind.HTTP_4XX
+            assert key not in (s.error or "") and key not in s.body_excerpt
+
+    asyncio.run(go())
