@@ -327,3 +327,26 @@ def test_query_gpu_csv_without_header_uses_our_columns():
         "00000000:5D:00.0",
     )
     assert r.driver.version == "570.124.06"
+
+
+@pytest.mark.parametrize(
+    "rel,detail",
+    [
+        ("nvidia-smi-errors/gpu-is-lost-reboot-owod-81.txt", "GPU is lost"),
+        (
+            "nvidia-smi-errors/device-handle-unknown-error-prompt-syno-22.txt",
+            "Unable to determine the device handle",
+        ),
+    ],
+)
+def test_gpu_lost_texts(rel, detail):
+    r = parse_nvidia_smi_table(sample(rel))
+    assert r.driver.status == "gpu_lost" and detail in r.driver.status_detail
+
+
+def test_container_banner_then_a_table_cut_inside_its_header():
+    r = parse_nvidia_smi_table(
+        sample("nvidia-smi/in-container-cuda-banner-525.85.12-TRUNCATED-nvidia-container-toolkit-69.txt")
+    )
+    assert (r.driver.version, r.driver.cuda_version) == ("525.85.12", "12.0")
+    assert r.gpus == [] and "no GPU rows" in r.problems[0]
