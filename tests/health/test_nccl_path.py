@@ -120,3 +120,18 @@ def test_terminal_table_and_usage_errors(fake_host, tmp_path):
     empty.write_text("no nccl here\n\x00\x01\n")
     proc = fake_host.run_cli("nccl-path", str(empty), "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["findings"][0]["severity"] == "info"
+
+
+def test_line_prefixes_from_real_logs():
+    from vllm_medic.health.nccl_path import split_nccl_line
+
+    # Ray worker wrapper (vllm#15769) and a WARN with a source location (nccl-tests#166)
+    ray = "(RayWorkerWrapper pid=539) vllm-0:539:539 [6] NCCL INFO NVLS multicast support is available on dev 6"
+    assert split_nccl_line(ray) == (("vllm-0", 539, 6), "NVLS multicast support is available on dev 6")
+    warn = "ubuntu:9621:9688 [3] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment"
+    assert split_nccl_line(warn) == (
+        ("ubuntu", 9621, 3),
+        "misc/shmutils.cc:112 Error while creating shared memory segment",
+    )
+    assert split_nccl_line("include/shm.h:28 NCCL WARN Call to posix_fallocate failed") is None
+    assert split_nccl_line("NCCL version 2.4.7+cuda10.0") is None

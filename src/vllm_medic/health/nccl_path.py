@@ -16,10 +16,6 @@ from typing import Any
 
 from vllm_medic.model import Category, Finding, Severity
 
-# host:pid:tid [dev] NCCL INFO message   (optionally behind a wrapper like "(RayWorkerWrapper pid=5) " or "0: ")
-_LINE = re.compile(
-    r"(?P<host>[A-Za-z0-9_.\-<>]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL (?P<level>INFO|WARN) (?P<msg>.*)$"
-)
 _VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)(?:\+cuda(?P<cuda>[\d.]+))?")
 _VLLM_NCCL = re.compile(r"vLLM is using nccl==(?P<v>\d+\.\d+\.\d+)")
 _COMM_RANK = re.compile(r"\brank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)", re.I)
@@ -119,24 +115,22 @@ def parse_nccl_logs(sources: list[tuple[str, str]]) -> dict[str, Any]:
     for name, text in sources:
         last: RankRow | None = None
         for no, raw in enumerate(text.splitlines(), 1):
-            m = _LINE.search(raw)
-            if not m:
-                v = _VERSION.search(raw)
-                if v:
+            hit = split_nccl_line(raw) if " NCCL " in raw else None
+            if hit is None:
+                if "NCCL version" in raw and (v := _VERSION.search(raw)):
                     if last is not None and last.nccl_version is None:
                         last.nccl_version, last.nccl_cuda = v.group("v"), v.group("cuda")
                     else:
                         loose_versions.append({"version": v.group("v"), "where": f"{name}:{no}"})
-                vv = _VLLM_NCCL.search(raw)
-                if vv:
+                if "vLLM is using nccl" in raw and (vv := _VLLM_NCCL.search(raw)):
                     vllm_versions.append({"version": vv.group("v"), "where": f"{name}:{no}"})
                 continue
-            key = (m.group("host"), int(m.group("pid")), int(m.group("dev")))
+            key, msg = hit
             row = rows.get(key)
             if row is None:
                 row = rows[key] = RankRow(host=key[0], pid=key[1], device=key[2], source=f"{name}:{no}")
             last = row
-            _apply(row, m.group("msg"), pid_rank)
+            _apply(row, msg, pid_rank)
     for key, (rank, nranks) in pid_rank.items():
         if key in rows:
             rows[key].rank, rows[key].nranks = rank, nranks
@@ -149,58 +143,96 @@ def parse_nccl_logs(sources: list[tuple[str, str]]) -> dict[str, Any]:
     return {"ranks": ordered, "unattributed_versions": loose_versions, "vllm_nccl": vllm_versions}
 
 
+def split_nccl_line(raw: str) -> tuple[tuple[str, int, int], str] | None:
+    """'host:pid:tid [dev] NCCL INFO msg' (behind any wrapper prefix) -> ((host, pid, dev), msg).
+
+    Plain string splits, not a regex search: this runs on every line of logs that can be millions long.
+    """
+    for level in (" NCCL INFO ", " NCCL WARN "):
+        idx = raw.find(level)
+        if idx > 0:
+            break
+    else:
+        return None
+    head, msg = raw[:idx], raw[idx + len(level) :]
+    tokens = head.split()
+    # "... host:pid:tid [dev]" or, on WARN lines, "... host:pid:tid [dev] misc/shmutils.cc:112"
+    for i in range(len(tokens) - 1, 0, -1):
+        dev = tokens[i]
+        if len(dev) > 2 and dev[0] == "[" and dev[-1] == "]" and dev[1:-1].isdigit():
+            parts = tokens[i - 1].rsplit(":", 2)
+            if len(parts) == 3 and parts[0] and parts[1].isdigit() and parts[2].isdigit():
+                where = " ".join(tokens[i + 1 :])
+                return (parts[0], int(parts[1]), int(dev[1:-1])), (
+                    f"{where} " if where else ""
+                ) + msg.rstrip()
+            return None
+    return None
+
+
 def _apply(row: RankRow, msg: str, pid_rank: dict[tuple[str, int, int], tuple[int, int]]) -> None:
-    if (v := _VERSION.search(msg)) and row.nccl_version is None:
-        row.nccl_version, row.nccl_cuda = v.group("v"), v.group("cuda")
+    # Channel lines are most of an NCCL INFO log: test them first; every other regex sits behind a
+    # cheap substring guard so a 100k-line log is not run through a dozen regexes per line.
+    if " via " in msg and msg.startswith("Channel"):
+        if ch := _CHANNEL.search(msg):
+            t = normalise_transport(ch.group("via"))
+            row.transports[t] = row.transports.get(t, 0) + 1
+            # the sender prints plain and [send] lines, the receiver prints [receive] lines
+            own = int(ch.group("dst") if ch.group("dir") == "receive" else ch.group("src"))
+            row.channel_ranks[own] = row.channel_ranks.get(own, 0) + 1
         return
-    if c := _COMM_RANK.search(msg):
+    if "NCCL version" in msg and (v := _VERSION.search(msg)):
+        if row.nccl_version is None:
+            row.nccl_version, row.nccl_cuda = v.group("v"), v.group("cuda")
+        return
+    if "cudaDev" in msg and (c := _COMM_RANK.search(msg)):
         pid_rank[(row.host, row.pid, int(c.group("dev")))] = (int(c.group("rank")), int(c.group("nranks")))
-    if n := _NNODES.search(msg):
+    if "nNodes" in msg and (n := _NNODES.search(msg)):
         row.nnodes = int(n.group("nnodes"))
-    if u := _USING_NETWORK.search(msg):
+    if "Using network" in msg and (u := _USING_NETWORK.search(msg)):
         row.network = u.group("net")
         return
-    if _NET_IB_NONE.search(msg):
-        row.ib_absent = True
-        return
-    if ib := _NET_IB.search(msg):
-        row.hcas = [
-            f"{h.group('dev')}:{h.group('port')}/{h.group('kind')}" for h in _HCA.finditer(ib.group("devs"))
-        ]
-        if ib.group("oob"):
-            i = _IFACE.search(ib.group("oob"))
-            row.oob_iface = f"{i.group('name')}:{i.group('addr')}" if i else ib.group("oob")
-        return
-    if s := _NET_SOCKET.search(msg):
+    if "NET/IB" in msg:
+        if _NET_IB_NONE.search(msg):
+            row.ib_absent = True
+            return
+        if g := _GDR.search(msg):
+            why = g.group("why").strip()
+            row.gdr[g.group("hca") or f"HCA{g.group('idx')}"] = g.group("state") + (f" {why}" if why else "")
+            return
+        if ib := _NET_IB.search(msg):
+            row.hcas = [
+                f"{h.group('dev')}:{h.group('port')}/{h.group('kind')}"
+                for h in _HCA.finditer(ib.group("devs"))
+            ]
+            if ib.group("oob"):
+                i = _IFACE.search(ib.group("oob"))
+                row.oob_iface = f"{i.group('name')}:{i.group('addr')}" if i else ib.group("oob")
+            return
+    if "NET/Socket" in msg and (s := _NET_SOCKET.search(msg)):
         row.socket_ifaces = [f"{i.group('name')}:{i.group('addr')}" for i in _IFACE.finditer(s.group("ifs"))]
         return
-    if b := _BOOTSTRAP.search(msg):
+    if "Bootstrap" in msg and (b := _BOOTSTRAP.search(msg)):
         i = _IFACE.search(b.group("ifs"))
         row.bootstrap_iface = f"{i.group('name')}:{i.group('addr')}" if i else b.group("ifs")
         return
-    if g := _GDR.search(msg):
+    if "GPU Direct RDMA" in msg and (g := _GDR.search(msg)):
         why = g.group("why").strip()
         row.gdr[g.group("hca") or f"HCA{g.group('idx')}"] = g.group("state") + (f" {why}" if why else "")
         return
-    if d := _DMABUF.search(msg):
+    if "DMA-BUF" in msg and (d := _DMABUF.search(msg)):
         row.dmabuf.append(d.group("what")[:120])
         return
-    if e := _ENV_SET.search(msg):
+    if "set by environment" in msg and (e := _ENV_SET.search(msg)):
         row.env[e.group("name")] = e.group("value")
         return
-    if ch := _CHANNEL.search(msg):
-        t = normalise_transport(ch.group("via"))
-        row.transports[t] = row.transports.get(t, 0) + 1
-        # the sender prints plain and [send] lines, the receiver prints [receive] lines
-        own = int(ch.group("dst") if ch.group("dir") == "receive" else ch.group("src"))
-        row.channel_ranks[own] = row.channel_ranks.get(own, 0) + 1
+    if "NVLS" in msg or "nvlsSupport" in msg:
+        if _NVLS.search(msg):
+            row.nvls = True
+            if "Connected NVLS" in msg or "NVLS comm" in msg:
+                row.transports["NVLS"] = row.transports.get("NVLS", 0) + 1
         return
-    if _NVLS.search(msg):
-        row.nvls = True
-        if "Connected NVLS" in msg or "NVLS comm" in msg:
-            row.transports["NVLS"] = row.transports.get("NVLS", 0) + 1
-        return
-    if p := _PLUGIN.search(msg):
+    if "lugin" in msg and (p := _PLUGIN.search(msg)):
         text = (p.group("a") or p.group("b") or p.group("c") or "").strip()
         if text and text not in row.plugin:
             row.plugin.append(text[:120])
