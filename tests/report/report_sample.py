@@ -67,6 +67,10 @@ def _level(c: int, scale: float, status: str = "ok") -> dict[str, Any]:
         "e2e_ms": {"p50": 900.0 * scale * (1 + c / 8), "p99": 1500.0 * scale * (1 + c / 8)},
         "throughput": {"requests_per_s": 1.1 * c / scale, "output_tokens_per_s": 70.0 * c / scale},
         "kv_cache_usage_max": min(0.95, 0.1 * c),
+        "preemptions": 0 if status == "ok" else 14,
+        "queue_max": max(0, c - 8),
+        "gpu_memory_peak_mib": 130000 + 500 * c,
+        "engine_restarts": 0,
     }
 
 

@@ -117,6 +117,11 @@ def test_report_html_is_offline_escaped_and_redacted(sample_db, sheet_path: Path
         "0.27.1",
     ):
         assert fact in html
+    # per level: KV peak, preemptions, queue, GPU memory peak, restarts (the broken level 16 row)
+    assert (
+        '<td class="num">95 %</td><td class="num">14</td><td class="num">8</td><td class="num">138,000 MiB</td>'
+        in html
+    )
     assert html.count("<svg") == 7  # TTFT, TPOT, ITL, E2E, throughput, KV over soak, E2E p99 over soak
     assert "KV-cache usage over the soak" in html and "Throughput vs concurrency" in html
 

@@ -122,7 +122,8 @@ def _results(run: dict[str, Any]) -> str:
         head = (
             "<tr><th>Concurrency</th><th>Status</th><th>Requests</th><th>Errors</th><th>Timeouts</th>"
             "<th>TTFT p50</th><th>TTFT p99</th><th>TPOT p50</th><th>TPOT p99</th><th>ITL p99</th>"
-            "<th>E2E p50</th><th>E2E p99</th><th>req/s</th><th>out tok/s</th><th>KV max</th><th>Note</th></tr>"
+            "<th>E2E p50</th><th>E2E p99</th><th>req/s</th><th>out tok/s</th><th>KV max</th><th>Preempt.</th>"
+            "<th>Queue max</th><th>GPU mem peak</th><th>Restarts</th><th>Note</th></tr>"
         )
         rows = []
         for lv in levels:
@@ -147,9 +148,15 @@ def _results(run: dict[str, Any]) -> str:
                 + _num_cell(lv.requests_per_s)
                 + _num_cell(lv.output_tokens_per_s)
                 + _num_cell(None if lv.kv_cache_usage_max is None else lv.kv_cache_usage_max * 100, " %")
+                + _num_cell(lv.preemptions)
+                + _num_cell(lv.queue_max)
+                + _num_cell(lv.gpu_memory_peak_mib, " MiB")
+                + _num_cell(lv.restarts)
                 + f"<td>{_e(lv.reason)}</td></tr>"
             )
-        out.append("<h3>Concurrency ramp</h3><table>" + head + "".join(rows) + "</table>")
+        out.append(
+            "<h3>Concurrency ramp</h3><div class='wide'><table>" + head + "".join(rows) + "</table></div>"
+        )
     out.append("<div class='charts'>")
     for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E")):
         series = [

@@ -49,6 +49,10 @@ class Level:
     requests_per_s: float | None = None
     output_tokens_per_s: float | None = None
     kv_cache_usage_max: float | None = None
+    preemptions: int | None = None
+    queue_max: int | None = None
+    gpu_memory_peak_mib: float | None = None
+    restarts: int | None = None
 
 
 @dataclass
@@ -162,6 +166,10 @@ def _level(raw: dict[str, Any]) -> Level | None:
         kv_cache_usage_max=_fraction(
             _first(raw, "kv_cache_usage_max", "kv_cache_usage_peak", "kv_cache_usage")
         ),
+        preemptions=_count(raw.get("preemptions")),
+        queue_max=_count(_first(raw, "queue_max", "waiting_max")),
+        gpu_memory_peak_mib=_num(raw.get("gpu_memory_peak_mib")),
+        restarts=_count(_first(raw, "engine_restarts", "worker_restarts", "restarts")),
     )
 
 
