@@ -22,6 +22,7 @@ from typing import Any
 from vllm_medic import __version__
 from vllm_medic.collect.build import CANONICAL_FILES, CORE_SOURCES, build_snapshot, source_for_file
 from vllm_medic.collect.parsers.system import select_env
+from vllm_medic.collect.redaction import redact_output
 from vllm_medic.collect.runner import ProbeOutcome, ProbesInterrupted, run_all
 from vllm_medic.errors import ToolError, UsageError
 from vllm_medic.redact import redact_text
@@ -88,7 +89,7 @@ def _vllm_python(env: Mapping[str, str]) -> str:
 
 
 def _redacted_bytes(data: bytes) -> bytes:
-    return redact_text(data.decode("utf-8", "replace")).encode("utf-8")
+    return redact_output(data.decode("utf-8", "replace")).encode("utf-8")
 
 
 def _container_evidence(env: Mapping[str, str]) -> str:
