@@ -4,12 +4,17 @@ KV usage, queue, preemptions and restarts; stop at the first level that breaks a
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Any
 
 from vllm_medic.accept.context import RunContext
 from vllm_medic.accept.outcome import StepOutcome
-from vllm_medic.accept.traffic import SERVER_GONE_KINDS, TIMEOUT_KINDS, LevelRun, percentiles_ms, run_level
+from vllm_medic.accept.traffic import (
+    SERVER_GONE_KINDS,
+    LevelRun,
+    health_failures,
+    ms_percentiles,
+    run_level,
+)
 from vllm_medic.model import Category, Finding, Severity
 
 OOM_LINE = re.compile(r"out of memory|OutOfMemoryError|CUDA error: out of memory|OOM", re.IGNORECASE)
@@ -21,47 +26,51 @@ KV_FULL = 0.99
 
 def summarise_level(run: LevelRun) -> dict[str, Any]:
     """One level in the sheet's canonical shape (see store/views.py)."""
-    from vllm_medic.serve.metrics import GENERATION_TOKENS, NUM_PREEMPTIONS, diff
+    from vllm_medic.serve.metrics import NUM_PREEMPTIONS, diff
 
-    results = run.results
-    ok = [r for r in results if r.ok]
-    kinds = Counter(str(r.error_kind) for r in results if not r.ok)
-    out_tokens = sum(r.completion_tokens or 0 for r in ok)
+    res = run.result
+    pct = res.percentiles()
+    peaks = res.server_peaks()
+    lag = res.loop_lag.summary()
     level: dict[str, Any] = {
         "concurrency": run.concurrency,
         "status": "ok",
         "reason": "",
-        "requests": len(results),
-        "ok": len(ok),
-        "errors": dict(kinds),
-        "error_count": sum(kinds.values()),
-        "timeouts": sum(kinds.get(k, 0) for k in TIMEOUT_KINDS),
-        "ttft_ms": percentiles_ms([r.ttft_s for r in ok]),
-        "tpot_ms": percentiles_ms([r.tpot_s for r in ok if r.tpot_s is not None]),
-        "itl_ms": percentiles_ms([g for r in ok for g in r.itl_s]),
-        "e2e_ms": percentiles_ms([r.e2e_s for r in ok]),
-        "queue_delay_ms": percentiles_ms([r.queue_delay_s for r in results]),
-        "wall_s": round(run.wall_s, 3),
+        "requests": res.sent,
+        "ok": res.ok,
+        "errors": dict(res.errors_by_kind),
+        "error_count": res.failed,
+        "timeouts": res.timeouts,
+        "ttft_ms": ms_percentiles(pct["ttft"]),
+        "tpot_ms": ms_percentiles(pct["tpot"]),
+        "itl_ms": ms_percentiles(pct["itl"]),
+        "e2e_ms": ms_percentiles(pct["e2e"]),
+        "queue_delay_ms": ms_percentiles(pct["queue_delay"]),
+        "wall_s": round(res.duration_s, 3),
         "throughput": {
-            "requests_per_s": round(len(ok) / run.wall_s, 3) if run.wall_s > 0 else None,
-            "output_tokens_per_s": round(out_tokens / run.wall_s, 2) if run.wall_s > 0 else None,
+            "requests_per_s": round(res.request_throughput, 3),
+            "output_tokens_per_s": round(res.output_throughput, 2),
         },
-        "kv_cache_usage_max": run.watch.kv_usage_max,
-        "queue_max": run.watch.waiting_max,
-        "running_max": run.watch.running_max,
-        "health_checks": run.watch.health_checks,
-        "health_failures": run.watch.health_failures[:20],
-        "self_check": run.self_check,
+        "kv_cache_usage_max": peaks["kv_cache_usage_max"],
+        "queue_max": peaks["waiting_max"],
+        "running_max": peaks["running_max"],
+        "health_checks": peaks["samples"],
+        "health_failures": health_failures(res)[:20],
+        "self_check": {
+            "valid": res.valid,
+            "reasons": list(res.invalid_reasons),
+            "client_cpu": None if res.client_cpu is None else round(res.client_cpu, 3),
+            "loop_lag_p99_ms": None if lag.get("p99") is None else round(lag["p99"] * 1000.0, 2),
+        },
+        "stopped_reason": res.stopped_reason,
         "gpu_memory_peak_mib": None,
         "gpu_memory_source": "unknown (no NVML here and vLLM's /metrics has no GPU memory gauge)",
-        "preemptions": None,
-        "error_examples": [str(r.error)[:300] for r in results if not r.ok][:3],
+        "preemptions": peaks["preemptions_delta"],
+        "error_examples": [str(e)[:300] for e in res.first_errors[:3]],
     }
     if run.metrics_before is not None and run.metrics_after is not None:
         delta = diff(run.metrics_before, run.metrics_after)
         level["preemptions"] = delta.counter(NUM_PREEMPTIONS)
-        gen = delta.counter(GENERATION_TOKENS)
-        level["server_generation_tokens"] = gen
         # A vLLM counter that went backwards means the engine restarted between the two scrapes.
         level["engine_restarts"] = len({r for r in delta.resets if str(r).startswith("vllm:")})
     return level
@@ -82,7 +91,7 @@ def break_reason(
     dead_replies = [e for e in level.get("error_examples", []) if ENGINE_DEATH_LINE.search(e)]
     if dead_replies and not log_hits.get("engine_death"):
         log_hits = {**log_hits, "engine_death": [f"server answered: {dead_replies[0]}"]}
-    refused = any(h.get("error_kind") == "refused" for h in level["health_failures"])
+    refused = any(h.get("error_kind") == "unreachable" for h in level["health_failures"])
     restarted = bool(level.get("engine_restarts")) and errors > 0
     if health_503 or log_hits.get("engine_death") or restarted:
         why = (
@@ -95,12 +104,13 @@ def break_reason(
         return "engine_death", (
             f"server gone at concurrency {level['concurrency']}: {gone} request(s) failed with "
             f"{', '.join(k for k in SERVER_GONE_KINDS if kinds.get(k))}"
-            + ("; /health refused connections" if refused else "")
+            + ("; /health unreachable" if refused else "")
         )
     if level["self_check"].get("valid") is False:
         return "client_saturation", (
             f"the load generator itself saturated at concurrency {level['concurrency']} "
-            f"({level['self_check'].get('reason', 'self-check failed')}): this level measures the client, not the server"
+            f"({'; '.join(level['self_check'].get('reasons') or ['self-check failed'])}): this level measures the "
+            "client, not the server"
         )
     budget = max(0, int(error_budget * n))
     kv = level.get("kv_cache_usage_max")
@@ -186,7 +196,14 @@ async def run_ramp(ctx: RunContext) -> StepOutcome:
     last_good: int | None = None
     for c in opts.concurrency:
         requests = None if opts.step_duration_s else max(opts.requests_per_step or 1, c)
-        run = await run_level(ctx, c, requests, opts.step_duration_s)
+
+        def keep_partial(result: Any, c: int = c) -> None:
+            partial = summarise_level(LevelRun(c, result))
+            partial.update(status="interrupted", reason="interrupted during this level")
+            levels.append(partial)
+            ctx.progress("ramp", out.data)
+
+        run = await run_level(ctx, c, requests, opts.step_duration_s, on_partial=keep_partial)
         level = summarise_level(run)
         broke = break_reason(level, opts.error_budget, scan_logs(ctx, log_pos))
         if broke:

@@ -8,7 +8,7 @@ from typing import Any
 
 from vllm_medic.accept.context import RunContext
 from vllm_medic.accept.outcome import StepOutcome
-from vllm_medic.accept.traffic import percentiles_ms, run_level
+from vllm_medic.accept.traffic import health_failures, ms_percentiles, run_level
 from vllm_medic.model import Category, Finding, Severity
 
 NETWORK_LINE = re.compile(
@@ -262,28 +262,25 @@ async def _soak_windows(
     elapsed = 0.0
     for _ in range(windows):
         run = await run_level(ctx, concurrency, None, window_s)
-        elapsed += run.wall_s
-        ok = [r for r in run.results if r.ok]
-        kinds: dict[str, int] = {}
-        for r in run.results:
-            if not r.ok:
-                kinds[str(r.error_kind)] = kinds.get(str(r.error_kind), 0) + 1
-        e2e = percentiles_ms([r.e2e_s for r in ok])
+        res = run.result
+        elapsed += res.duration_s
+        e2e = ms_percentiles(res.percentiles()["e2e"])
         samples.append(
             {
                 "t_s": round(elapsed, 2),
-                "requests": len(run.results),
-                "errors": len(run.results) - len(ok),
-                "error_kinds": kinds,
-                "e2e_p99_ms": e2e["p99"] if e2e else None,
-                "kv_cache_usage": run.watch.kv_usage_max,
-                "health_failures": len(run.watch.health_failures),
+                "requests": res.sent,
+                "errors": res.failed,
+                "error_kinds": dict(res.errors_by_kind),
+                "e2e_p99_ms": e2e.get("p99") if e2e else None,
+                "kv_cache_usage": res.server_peaks()["kv_cache_usage_max"],
+                "health_failures": len(health_failures(res)),
+                "valid": res.valid,
                 "gpu_memory_mib": None,
             }
         )
         net_lines += follower.new_network_lines()
         out.data["network_log_lines"] = net_lines[:50]
         ctx.progress("soak", out.data)
-        if run.results and all(not r.ok for r in run.results) and run.watch.health_failures:
+        if res.sent and res.ok == 0 and health_failures(res):
             out.data["stopped_early"] = "every request failed and /health failed: the server is gone"
             break
