@@ -45,10 +45,18 @@ def test_history_lists_newest_first(sample_db) -> None:
     assert "basic✗" in text.stdout
 
 
-def test_history_on_empty_db(tmp_path: Path) -> None:
-    res = runner.invoke(app, ["history", "--db", f"sqlite:///{tmp_path / 'empty.db'}"])
+def test_history_on_empty_or_missing_db(tmp_path: Path) -> None:
+    empty = f"sqlite:///{tmp_path / 'empty.db'}"
+    open_store(empty).close()
+    res = runner.invoke(app, ["history", "--db", empty])
     assert res.exit_code == 0
     assert "No runs recorded yet" in res.stdout
+    missing = tmp_path / "typo.db"
+    res = runner.invoke(app, ["history", "--db", f"sqlite:///{missing}", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["runs"] == []
+    rep = _cli("report", "latest", "--db", f"sqlite:///{missing}")
+    assert rep.returncode == 2 and "no history database at" in rep.stderr
+    assert not missing.exists()  # reading never creates a database at a mistyped path
 
 
 def test_report_json_and_exit_codes(sample_db) -> None:

@@ -172,10 +172,34 @@ def _build_engine(url: str, *, create_parent: bool) -> Engine:
     return engine
 
 
-def open_store(url: str | None = None) -> Store:
-    """Open (and create the tables of) the history at ``url``, or at :func:`default_db_url`."""
+class NoHistory(UsageError):
+    """A read-only command pointed at an SQLite history file that does not exist (yet)."""
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file behind an SQLite URL, or None for other databases (and in-memory SQLite)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    db = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return Path(db).expanduser()
+
+
+def open_store(url: str | None = None, *, must_exist: bool = False) -> Store:
+    """Open (and create the tables of) the history at ``url``, or at :func:`default_db_url`.
+
+    ``must_exist`` (for commands that only read): a missing SQLite file raises :class:`NoHistory` instead
+    of creating an empty database at a mistyped path."""
     use_default = url is None
     target = url if url is not None else default_db_url()
+    path = sqlite_path(target)
+    if must_exist and path is not None and not path.exists():
+        raise NoHistory(
+            f"no history database at {path}: nothing has been recorded there (check --db / $VLLM_MEDIC_DB)"
+        )
     engine = _build_engine(target, create_parent=use_default or os.environ.get("VLLM_MEDIC_DB") == target)
     try:
         schema.metadata.create_all(engine)

@@ -30,9 +30,10 @@ STATUS_GLYPH = {"pass": "✓", "warn": "!", "fail": "✗", "skipped": "-", "runn
 
 
 def _open(db: str | None) -> Store:
+    """Read-only commands never create a database: a mistyped SQLite path is an error, not a new file."""
     from vllm_medic.store.api import open_store
 
-    return open_store(db)
+    return open_store(db, must_exist=True)
 
 
 def _snapshot_of(store: Store, run: dict[str, Any]) -> dict[str, Any] | None:
@@ -217,8 +218,19 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List recorded runs, newest first (a run whose writer died reads as interrupted)."""
         from vllm_medic.report.jsonout import dumps
+        from vllm_medic.store.api import NoHistory, default_db_url, sqlite_path
 
-        store = _open(db)
+        try:
+            store = _open(db)
+        except NoHistory:
+            url = db or default_db_url()
+            if as_json:
+                sys.stdout.write(dumps({"db": url, "runs": []}) + "\n")
+            else:
+                console().print(
+                    f"No runs recorded yet: {sqlite_path(url)} does not exist.", highlight=False, markup=False
+                )
+            return
         runs = store.list_runs(limit=limit, kind=kind)
         if as_json:
             sys.stdout.write(dumps({"db": store.url, "runs": runs}) + "\n")
