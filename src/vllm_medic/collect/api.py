@@ -421,7 +421,7 @@ def load_captured(path: Path) -> CollectResult:
                 sources[source] = _entry(
                     source,
                     None,
-                    status="missing",
+                    status="not_captured",
                     message=f"no {CANONICAL_FILES[source][0]} in the captured outputs",
                 )
     snapshot, notes = build_snapshot(raw, sources, options, meta)

@@ -12,6 +12,7 @@ from vllm_medic.collect.api import CollectResult
 _STYLE = {
     "ok": ("green", "✓"),
     "not_applicable": ("dim", "-"),
+    "not_captured": ("dim", "·"),
     "missing": ("yellow", "·"),
     "unparsable": ("yellow", "?"),
     "nonzero": ("yellow", "!"),
