@@ -25,7 +25,7 @@ def test_collect_runs_the_same_version_probe():
 
 def _captured(tmp_path: Path) -> Path:
     d = tmp_path / "captured"
-    d.mkdir()
+    d.mkdir(parents=True)
     (d / "nvidia-smi.txt").write_text(data("nvidia-smi/b200-8gpu-575.57.08-cuda12.9-modal-glossary.txt"))
     (d / "dmesg.txt").write_text(data("kernel/journal-xid-79-fallen-off-bus-rtx5080-ogkm-1151.txt"))
     (d / "shm.txt").write_text(data("limits/df-k-dev-shm-docker-default-64m-SYNTHETIC.txt"))
@@ -63,6 +63,16 @@ def test_collect_from_and_check_report_health(fake_host, tmp_path):
     lim = found["HLT-LIM"]
     assert lim["severity"] == "fail" and lim["title"].startswith("/dev/shm is only 64 MiB")
     assert found["HLT-FAB"]["severity"] in ("info", "pass")
+
+    # the same bundle as a .tar.gz reads back in `health --from` with the per-problem findings
+    tgz = tmp_path / "bundle.tar.gz"
+    proc = fake_host.run_cli("collect", "--from", str(_captured(tmp_path / "again")), "-o", str(tgz))
+    assert proc.returncode == 0, proc.stderr
+    code, payload = fake_host.run_json("health", "--from", str(tgz), "--tp", "8")
+    found = ids(payload)
+    assert code == 1
+    assert {"HLT-XID079", "HLT-LIM001", "HLT-IMG002", "HLT-IMG004"} <= set(found)
+    assert found["HLT-LIM002"]["title"] == "Locked-memory limit (ulimit -l) is 8 MiB"
 
 
 def test_live_collect_with_image_runs_the_probes_through_docker(fake_host, tmp_path):

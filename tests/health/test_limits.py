@@ -102,7 +102,11 @@ def test_junit_output(tmp_path):
 
 def test_bad_input_is_a_usage_error_without_traceback(fake_host, tmp_path):
     proc = fake_host.run_cli("health", "--from", str(tmp_path / "nope"))
-    assert proc.returncode == 2 and "not a directory" in proc.stderr and "Traceback" not in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "no such directory or bundle" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
     empty = tmp_path / "empty"
     empty.mkdir()
     proc = fake_host.run_cli("health", "--from", str(empty))

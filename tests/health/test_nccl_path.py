@@ -126,7 +126,9 @@ def test_line_prefixes_from_real_logs():
     from vllm_medic.health.nccl_path import split_nccl_line
 
     # Ray worker wrapper (vllm#15769) and a WARN with a source location (nccl-tests#166)
-    ray = "(RayWorkerWrapper pid=539) vllm-0:539:539 [6] NCCL INFO NVLS multicast support is available on dev 6"
+    ray = (
+        "(RayWorkerWrapper pid=539) vllm-0:539:539 [6] NCCL INFO NVLS multicast support is available on dev 6"
+    )
     assert split_nccl_line(ray) == (("vllm-0", 539, 6), "NVLS multicast support is available on dev 6")
     warn = "ubuntu:9621:9688 [3] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment"
     assert split_nccl_line(warn) == (

@@ -62,19 +62,22 @@ def health_cmd(
     snap = Snapshot()
     raw: dict[str, str] = {}
     if from_dir is not None:
-        if not from_dir.is_dir():
-            raise UsageError(f"--from {from_dir}: not a directory")
-        files = probe.read_dir(from_dir)
+        if not from_dir.exists():
+            raise UsageError(f"--from {from_dir}: no such directory or bundle")
+        try:
+            files = probe.read_dir(from_dir)
+        except (OSError, EOFError) as exc:
+            raise UsageError(f"--from {from_dir}: cannot read ({exc})") from exc
+        snap_text = files.pop("snapshot.json", None)
         if not files:
             raise UsageError(
                 f"--from {from_dir}: none of the expected files ({', '.join(probe.CANONICAL_FILES[:6])}, …)"
             )
-        snap_file = from_dir / "snapshot.json"
-        if snap_file.is_file():
+        if snap_text is not None:
             try:
-                snap = Snapshot.from_dict(json.loads(snap_file.read_text("utf-8")))
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise UsageError(f"{snap_file}: not valid JSON ({exc})") from exc
+                snap = Snapshot.from_dict(json.loads(snap_text))
+            except (json.JSONDecodeError, AttributeError, TypeError) as exc:
+                raise UsageError(f"{from_dir}: snapshot.json is not valid JSON ({exc})") from exc
         health = probe.from_files(files)
     else:
         try:

@@ -15,6 +15,7 @@ from vllm_medic.health.xid import parse_xid_events
 #: Only the newest lines are scanned: a long-running host can have millions of kernel lines.
 MAX_LINES = 200_000
 JOURNAL_LINES = 50_000
+MAX_EVENTS = 5_000
 
 DMESG_ARGV = ["dmesg"]
 JOURNAL_ARGV = ["journalctl", "-k", "--no-pager", "-q", "-n", str(JOURNAL_LINES)]
@@ -60,13 +61,17 @@ def from_text(text: str, source: str) -> dict[str, Any]:
             "how_to_check": HOW_TO_CHECK,
         }
     events = parse_xid_events(text)
-    return {
+    facts: dict[str, Any] = {
         "source": source,
         "readable": True,
         "lines": min(len(lines), MAX_LINES),
-        "events": [e.to_dict() for e in events],
+        "events": [e.to_dict() for e in events[:MAX_EVENTS]],
         "attempts": [],
     }
+    if len(events) > MAX_EVENTS:
+        # a GPU stuck in a fault loop can print the same Xid every second: keep the first ones and the count
+        facts["events_total"] = len(events)
+    return facts
 
 
 def probe(run: Runner = run_command, timeout: float = 20.0) -> tuple[dict[str, Any], dict[str, str]]:

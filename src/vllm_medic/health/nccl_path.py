@@ -480,6 +480,9 @@ def table_rows(rows: list[RankRow]) -> list[dict[str, str]]:
                 "interfaces": ", ".join(
                     x
                     for x in [
+                        f"NCCL_SOCKET_IFNAME={r.env['NCCL_SOCKET_IFNAME']}"
+                        if "NCCL_SOCKET_IFNAME" in r.env
+                        else "",
                         f"OOB {r.oob_iface}" if r.oob_iface else "",
                         f"bootstrap {r.bootstrap_iface}" if r.bootstrap_iface else "",
                         ("socket " + " ".join(r.socket_ifaces)) if r.socket_ifaces else "",

@@ -88,11 +88,26 @@ def from_files(files: dict[str, str]) -> dict[str, Any]:
 
 
 def read_dir(path: Path) -> dict[str, str]:
+    """Canonical files from a directory (or the one bundle directory inside it) or a .tar.gz bundle."""
+    import tarfile
+
+    wanted = set(CANONICAL_FILES) | {"snapshot.json"}
     files: dict[str, str] = {}
-    for name in CANONICAL_FILES:
-        p = path / name
-        if p.is_file():
-            files[name] = p.read_text("utf-8", "replace")
+    if path.is_file() and tarfile.is_tarfile(path):
+        with tarfile.open(path, "r:*") as tar:
+            for member in tar.getmembers():
+                name = Path(member.name).name
+                if member.isfile() and name in wanted and (fh := tar.extractfile(member)) is not None:
+                    files[name] = fh.read().decode("utf-8", "replace")
+        return files
+    dirs = [path] + [p for p in path.iterdir() if p.is_dir()] if path.is_dir() else []
+    for d in dirs:
+        for name in wanted:
+            p = d / name
+            if p.is_file() and name not in files:
+                files[name] = p.read_text("utf-8", "replace")
+        if files:
+            break
     return files
 
 

@@ -469,8 +469,15 @@ def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
             )
     cg = lim.get("cgroup_memory") or {}
     if cg.get("known") and cg.get("limit_bytes") is None:
-        out.append(Finding("HLT-LIM004", Severity.PASS, Category.OOM_STARTUP, "No container memory limit (cgroup)",
-                           ["cgroup memory limit: max (unlimited)"]))
+        out.append(
+            Finding(
+                "HLT-LIM004",
+                Severity.PASS,
+                Category.OOM_STARTUP,
+                "No container memory limit (cgroup)",
+                ["cgroup memory limit: max (unlimited)"],
+            )
+        )
     if cg.get("limit_bytes") is not None:
         need, parts = cpu_memory_need(snap)
         limit = cg["limit_bytes"]
