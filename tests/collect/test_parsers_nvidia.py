@@ -114,6 +114,17 @@ TABLES = [
         False,
     ),
     (
+        "nvidia-smi/gb200-1gpu-580.126.20-cuda13.0-k8s-pod-no-processes-eks-p6e.txt",
+        "580.126.20",
+        "13.0",
+        1,
+        "NVIDIA GB200",
+        189471,
+        0,
+        0,
+        True,
+    ),
+    (
         "nvidia-smi/gtx680-331.62-no-cuda-version-two-line-rows-cbio-38-EXCERPT.txt",
         "331.62",
         None,
