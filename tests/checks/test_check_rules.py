@@ -487,3 +487,14 @@ def test_drv002_without_an_image_uses_torchs_cuda():
     s.python.torch = Torch(version="2.9.0+cu130", cuda="13.0")
     f = one(check(s, GENERIC), "DRV002")
     assert f.severity.value == "fail" and any("torch 2.9.0+cu130" in e for e in f.evidence)
+
+
+def test_pfx001_known_hybrid_by_model_id_and_real_kimi_linear_config():
+    import json
+    from pathlib import Path
+
+    f = one(check(snap(launch="vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct -tp 4"), GENERIC), "PFX001")
+    assert f.severity.value == "warn" and any("*Qwen3-Next*" in e for e in f.evidence)
+    cfg = json.loads((Path(__file__).parents[1] / "data/checks/models/kimi-linear/config.json").read_text())
+    f = one(check(snap(launch="vllm serve /models/kl -tp 4"), GENERIC, model_config=cfg), "PFX001")
+    assert f.severity.value == "warn" and any("linear_attn_config" in e for e in f.evidence)

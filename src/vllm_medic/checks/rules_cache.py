@@ -46,12 +46,16 @@ def prefix_caching_explicit(facts: Facts, recipe: Recipe, r: Rule) -> list[Findi
     hybrid_cfg, cfg_ev = config_is_hybrid(facts.model_config)
     recipe_hybrid = bool(recipe.hybrid_attention and recipe.hybrid_attention.value)
     required = [f for f in recipe.required_flags if f.dest == "enable_prefix_caching"]
-    hybrid = recipe_hybrid or bool(hybrid_cfg) or bool(required)
+    archs = [str(a) for a in (facts.model_config or {}).get("architectures") or []]
+    known = recipe.hybrid_match(facts.snapshot.launch.model or facts.arg("model"), archs)
+    hybrid = recipe_hybrid or bool(hybrid_cfg) or bool(required) or bool(known)
     ev = []
     if recipe_hybrid and recipe.hybrid_attention:
         ev.append(
             f"recipe {recipe.name}: hybrid model, prefix caching off by default ({recipe.hybrid_attention.source})"
         )
+    if known:
+        ev.append(known)
     if facts.model_config is not None:
         ev.append(cfg_ev)
     if not facts.launch_known:

@@ -149,6 +149,17 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
     hy = r.get(doc, "hybrid_attention", dict, "hybrid_attention")
     if hy is not None:
         recipe.hybrid_attention = Sourced(bool(hy.get("value")), _s(hy.get("source", where)))
+    kh = r.get(doc, "known_hybrid", dict, "known_hybrid")
+    if kh is not None:
+        recipe.known_hybrid = {
+            "model_patterns": [
+                str(x) for x in r.get(kh, "model_patterns", list, "known_hybrid.model_patterns", [])
+            ],
+            "architectures": [
+                str(x) for x in r.get(kh, "architectures", list, "known_hybrid.architectures", [])
+            ],
+            "source": _s(kh.get("source", where)),
+        }
     for i, fl in enumerate(r.get(doc, "vllm_floors", list, "vllm_floors", [])):
         f = f"vllm_floors[{i}]"
         fl = r.get({"x": fl}, "x", dict, f)

@@ -123,6 +123,7 @@ class Recipe:
     docs: list[str] = field(default_factory=list)
     architectures: list[Architecture] = field(default_factory=list)
     hybrid_attention: Sourced | None = None
+    known_hybrid: dict[str, Any] | None = None  # model_patterns, architectures, source
     vllm_floors: list[Floor] = field(default_factory=list)
     images: list[ImageSpec] = field(default_factory=list)
     known_bad_images: list[BadImage] = field(default_factory=list)
@@ -134,6 +135,17 @@ class Recipe:
     required_flags: list[RequiredFlag] = field(default_factory=list)
     network: Network = field(default_factory=Network)
     official: OfficialProfile | None = None
+
+    def hybrid_match(self, model: str | None, architectures: list[str]) -> str | None:
+        """Why this model is a known hybrid ("model id matches *Kimi-Linear*"), or None."""
+        kh = self.known_hybrid or {}
+        for arch in architectures:
+            if arch in kh.get("architectures", []):
+                return f"architecture {arch} is hybrid ({kh.get('source', '')})"
+        for pat in kh.get("model_patterns", []):
+            if model and fnmatch.fnmatchcase(model, pat):
+                return f"model {model} matches {pat} ({kh.get('source', '')})"
+        return None
 
     def image_for(self, platform: str = "nvidia") -> ImageSpec | None:
         for img in self.images:
