@@ -111,3 +111,34 @@ def test_fabric_in_progress_with_fm_version_mismatch_live(fake_host, tmp_path):
         ]
         == "550.120"
     )
+
+
+def test_ctrl_c_keeps_what_was_measured(fake_host, tmp_path):
+    import signal
+    import subprocess
+
+    from healthkit import VENV_BIN
+
+    fake_host.replay("dmesg", out=data("kernel/journal-xid-79-fallen-off-bus-rtx5080-ogkm-1151.txt"))
+    fake_host.replay("nvidia-smi", out="never printed\n", hang=120)
+    save = tmp_path / "partial"
+    proc = subprocess.Popen(
+        [str(VENV_BIN / "vllm-medic"), "health", "--save", str(save)],
+        env=fake_host.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(c.startswith("nvidia-smi") for c in fake_host.calls()):
+            time.sleep(0.05)  # polling the observable event: the probe that hangs has started
+        assert any(c.startswith("nvidia-smi") for c in fake_host.calls())
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "Traceback" not in err and "interrupted" in err
+    assert "NVRM: Xid (PCI:0000:2b:00): 79" in (save / "dmesg.txt").read_text()

@@ -108,6 +108,7 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
             )
         ]
     out: list[Finding] = []
+    total = xid.get("events_total")
     for g in group_events(events):
         info = g.info
         sev = Severity(info.severity) if info else Severity.WARN
@@ -119,6 +120,8 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
             ev.append(f"{g.count} events on GPU {g.pci}; last at line {g.last.line_no}: {g.last.line}")
         if g.processes:
             ev.append(f"processes: {', '.join(g.processes[:6])}")
+        if total:
+            ev.append(f"{total} Xid events in the log; counts above are over the first {len(events)}")
         if info:
             ev.append(
                 f"NVIDIA resolution: immediate {info.nvidia_immediate or '-'}, investigatory {info.nvidia_investigatory or '-'}"
