@@ -67,6 +67,9 @@ def test_k3_on_an_r575_b200_bundle(tmp_path):
     assert fs["NET004"]["severity"] == "fail"  # NCCL_DMABUF_ENABLE=0 in the launch, lsmod without peermem
     assert fs["PFX001"]["severity"] == "warn"
     assert fs["IMG001"]["severity"] == "pass"  # vllm/vllm-openai:kimi-k3 from the docker run line
+    assert "launch.txt:2 launch image vllm/vllm-openai:kimi-k3" in fs["IMG001"]["evidence"]
+    assert "launch.txt:2 launch env NCCL_DMABUF_ENABLE=0" in fs["NET004"]["evidence"]
+    assert fs["LAY003"]["evidence"][0].startswith("launch.txt:3: TP 8")
     xml = junit.read_text()
     assert "<testsuite" in xml and 'failures="4"' in xml and "DRV002" in xml
 

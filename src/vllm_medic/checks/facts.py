@@ -83,6 +83,11 @@ class Facts:
                     return f"{fname}:{i}"
         return fname
 
+    def launch_where(self, token: str) -> str:
+        """``launch.txt:N`` where the captured launch mentions ``token``, else ``launch`` (argv / --launch)."""
+        loc = self.where("launch", token)
+        return loc if ":" in loc else "launch"
+
     def missing(self, source: str) -> str | None:
         """Why a source gave nothing ("nvidia-smi: missing: ..."), or None if it was read."""
         err = self.snapshot.error_for(source)
@@ -111,7 +116,8 @@ class Facts:
     def env(self, name: str) -> tuple[str | None, str]:
         """The variable as the server would see it: launch env first, then the collecting shell's env."""
         if name in self.snapshot.launch.env:
-            return self.snapshot.launch.env[name], f"launch env {name}={self.snapshot.launch.env[name]}"
+            val = self.snapshot.launch.env[name]
+            return val, f"{self.launch_where(name + '=')} launch env {name}={val}"
         if name in self.snapshot.env:
             return self.snapshot.env[
                 name

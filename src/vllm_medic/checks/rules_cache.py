@@ -73,7 +73,7 @@ def prefix_caching_explicit(facts: Facts, recipe: Recipe, r: Rule) -> list[Findi
             r.finding(
                 "pass",
                 "--enable-prefix-caching is on the command line",
-                ev + ["launch: --enable-prefix-caching"],
+                ev + [f"{facts.launch_where('--enable-prefix-caching')}: --enable-prefix-caching"],
             )
         ]
     if val is False:
@@ -82,7 +82,10 @@ def prefix_caching_explicit(facts: Facts, recipe: Recipe, r: Rule) -> list[Findi
                 "info",
                 "Prefix caching explicitly disabled (--no-enable-prefix-caching)",
                 ev
-                + ["launch: --no-enable-prefix-caching (the recipe's P/D decode pool does this on purpose)"],
+                + [
+                    f"{facts.launch_where('--no-enable-prefix-caching')}: --no-enable-prefix-caching "
+                    "(the recipe's P/D decode pool does this on purpose)"
+                ],
                 ["If this server should reuse prefixes, replace it with --enable-prefix-caching."],
             )
         ]

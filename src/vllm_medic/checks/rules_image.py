@@ -18,7 +18,8 @@ def _image(facts: Facts) -> tuple[str | None, str]:
     if img.tag:
         return img.tag, f"{facts.where('docker-image-inspect', img.tag)} image {img.tag}"
     if facts.snapshot.launch.image:
-        return facts.snapshot.launch.image, f"launch image {facts.snapshot.launch.image}"
+        img = facts.snapshot.launch.image
+        return img, f"{facts.launch_where(img)} launch image {img}"
     return None, facts.missing("docker-image-inspect") or "no image inspected and none in the launch"
 
 
@@ -327,6 +328,8 @@ def required_flags(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         ]
     return [
         r.finding(
-            "pass", f"Launch has {', '.join(f.flag for f in flags)}", [f"launch: {f.flag}" for f in flags]
+            "pass",
+            f"Launch has {', '.join(f.flag for f in flags)}",
+            [f"{facts.launch_where(f.flag)}: {f.flag}" for f in flags],
         )
     ]

@@ -189,7 +189,10 @@ def layout_fits(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     dpl = facts.int_arg("data_parallel_size_local")
     ep = bool(facts.arg("enable_expert_parallel"))
     world = tp * pp * dp
-    ev = [f"launch: TP {tp} x PP {pp} x DP {dp}{f' (DP local {dpl})' if dpl else ''} = {world} GPUs"]
+    where = (
+        facts.launch_where("-tp") if facts.launch_where("-tp") != "launch" else facts.launch_where("--tensor")
+    )
+    ev = [f"{where}: TP {tp} x PP {pp} x DP {dp}{f' (DP local {dpl})' if dpl else ''} = {world} GPUs"]
     if ep:
         ev.append(f"expert parallel on: EP size = TP x DP = {tp * dp}")
     host = facts.gpus_per_node()

@@ -44,7 +44,7 @@ def all2all_vs_interconnect(facts: Facts, recipe: Recipe, r: Rule) -> list[Findi
     multi, multi_ev = _multi_node(facts)
     ic, ic_ev = facts.cross_node_interconnect()
     ev = [
-        f"--all2all-backend {backend or '(default allgather_reducescatter)'}",
+        f"{facts.launch_where('--all2all-backend')}: --all2all-backend {backend or '(default allgather_reducescatter)'}",
         f"expert parallel: {ep}",
         multi_ev,
         ic_ev,
@@ -115,7 +115,12 @@ def mega_moe_placement(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if moe in nvlink_only:
         multi, multi_ev = _multi_node(facts)
         ic, ic_ev = facts.cross_node_interconnect()
-        ev = [f"--moe-backend {moe}", multi_ev, ic_ev, f"source: {src}"]
+        ev = [
+            f"{facts.launch_where('--moe-backend')}: --moe-backend {moe}",
+            multi_ev,
+            ic_ev,
+            f"source: {src}",
+        ]
         if multi and ic == "rdma":
             return [r.finding("fail", f"--moe-backend {moe} across RDMA-linked nodes", ev)]
         if multi is None or ic is None:
