@@ -68,8 +68,9 @@ def main() -> None:
     marker = out / "ROOT_CAUSE"
     if not marker.exists():
         print(f"generating {args.gib:g} GiB in {args.ranks} rank files under {out} ...", flush=True)
-        path, line = write_bench_set(out, total_bytes=int(args.gib * (1 << 30)), ranks=args.ranks,
-                                     root_cause=DEFAULT_ROOT)
+        path, line = write_bench_set(
+            out, total_bytes=int(args.gib * (1 << 30)), ranks=args.ranks, root_cause=DEFAULT_ROOT
+        )
         marker.write_text(f"{path}:{line}\n")
     expected = marker.read_text().strip()
     files = sorted(str(p) for p in out.glob("rank*.log"))
@@ -99,13 +100,22 @@ def main() -> None:
         found = f"{rc_json['source']}:{rc_json['line']}" if rc_json else None
     g, t = statistics.median(g_times), statistics.median(t_times)
     print(f"input: {len(files)} files, {size / (1 << 30):.2f} GiB, {len(patterns)} catalogue patterns")
-    print(f"baseline grep -E -n (alternation of the catalogue): median {g:.2f} s over {args.runs} runs "
-          f"({', '.join(f'{x:.2f}' for x in g_times)})")
-    print(f"vllm-medic triage --json:                         median {t:.2f} s over {args.runs} runs "
-          f"({', '.join(f'{x:.2f}' for x in t_times)})")
+    print(
+        f"baseline grep -E -n (alternation of the catalogue): median {g:.2f} s over {args.runs} runs "
+        f"({', '.join(f'{x:.2f}' for x in g_times)})"
+    )
+    print(
+        f"vllm-medic triage --json:                         median {t:.2f} s over {args.runs} runs "
+        f"({', '.join(f'{x:.2f}' for x in t_times)})"
+    )
     print(f"ratio triage/grep: {t / g:.2f}x (target <= 2.0)")
     print(f"triage peak RSS: {rss / 1024:.0f} MiB (target < 200 MiB)")
-    print(f"root cause found at {found} (planted at {expected}): {'OK' if found == expected else 'MISMATCH'}")
+    same = (
+        found is not None
+        and Path(found.rsplit(":", 1)[0]).resolve() == Path(expected.rsplit(":", 1)[0]).resolve()
+        and found.rsplit(":", 1)[1] == expected.rsplit(":", 1)[1]
+    )
+    print(f"root cause found at {found} (planted at {expected}): {'OK' if same else 'MISMATCH'}")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,27 @@ def test_healthy_real_log_exits_0_with_null_root(tmp_path):
     assert [s["signature"] for s in d["signals"]] == ["prefix-cache-zero-hit"]
 
 
+def test_benign_info_lines_are_not_root_causes(tmp_path):
+    """Synthetic healthy NCCL_DEBUG=INFO start-up and a clean exit: nothing to report."""
+    log = tmp_path / "healthy.log"
+    log.write_text(
+        "node-a:100:100 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth0\n"
+        "node-a:100:100 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+        "(APIServer pid=1) INFO 11-30 03:00:00 [launcher.py:1] Process EngineCore exited with code 0\n",
+        encoding="utf-8",
+    )
+    r = _run(str(log), "--json")
+    assert r.exit_code == 0, r.stdout
+    assert json.loads(r.stdout)["root_cause"] is None
+    # and when the same host does fail, its line is printed as is (":100:" is not turned into an emoji)
+    with log.open("a", encoding="utf-8") as fh:
+        fh.write(
+            "node-a:100:100 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<4> failed\n"
+        )
+    out = _run(str(log)).stdout
+    assert "node-a:100:100 [0] misc/socket.cc:484 NCCL WARN" in out and "[/" not in out
+
+
 def test_terminal_view_shows_context_cascade_and_fix(tmp_path):
     case = _corpus("vllm-6042")
     log = tmp_path / "node0.log"

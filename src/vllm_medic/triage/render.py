@@ -13,7 +13,7 @@ from vllm_medic.triage.normalize import timestamp_str
 def render(result: TriageResult, console: Console) -> None:
     def p(text: str, **_: object) -> None:
         # Log lines must stay whole (copy-paste, grep): let the terminal wrap, not rich.
-        console.print(text, highlight=False, soft_wrap=True)
+        console.print(text, highlight=False, soft_wrap=True, emoji=False)
 
     v = result.verdict
     for w in result.warnings:
@@ -82,7 +82,7 @@ def _signals(result: TriageResult, console: Console) -> None:
     if not result.verdict.signals:
         return
     console.soft_wrap = True
-    console.print("[bold]Signals worth a look (not failures on their own):[/]", highlight=False)
+    console.print("[bold]Signals worth a look (not failures on their own):[/]", highlight=False, emoji=False)
     for s in result.verdict.signals:
         f = s["first"]
         console.print(
@@ -90,4 +90,6 @@ def _signals(result: TriageResult, console: Console) -> None:
             f"{escape(f['source'])}:{f['line']}",
             highlight=False,
         )
-        console.print(f"      [dim]{escape(redact_text(f['text']).strip()[:300])}[/]", highlight=False)
+        console.print(
+            f"      [dim]{escape(redact_text(f['text']).strip()[:300])}[/]", highlight=False, emoji=False
+        )
