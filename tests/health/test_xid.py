@@ -109,3 +109,25 @@ def test_unreadable_kernel_log_says_how_to_check(tmp_path):
     assert f["severity"] == "info" and "could not be checked" in f["title"]
     assert "read kernel buffer failed: Operation not permitted" in f["evidence"][0]
     assert "sudo dmesg -T" in f["fix"][0] and "--cap-add SYSLOG" in f["fix"][0]
+
+
+def test_nvlink5_nonfatal_is_a_warning_fatal_a_failure(tmp_path):
+    import json
+
+    d = _bundle(tmp_path, **{"dmesg.txt": data("kernel/nvlink5-xid-144-145-fatal-nonfatal-SYNTHETIC.txt")})
+    res = runner.invoke(app, ["health", "--from", str(d), "--json"])
+    found = ids(json.loads(res.stdout))
+    assert found["HLT-XID144"]["severity"] == "warn" and found["HLT-XID144"]["category"] == "nccl_network"
+    assert any("2 events" in e for e in found["HLT-XID144"]["evidence"])
+    assert found["HLT-XID145"]["severity"] == "fail"
+    assert res.exit_code == 1
+
+
+def test_triage_treats_nonfatal_nvlink5_as_weak():
+    from vllm_medic.triage.catalogue import load_catalogue
+
+    cat = load_catalogue()
+    lines = data("kernel/nvlink5-xid-144-145-fatal-nonfatal-SYNTHETIC.txt").splitlines()
+    weak, fatal = cat.classify(lines[0], []), cat.classify(lines[2], [])
+    assert weak.id == "xid-nvlink5-nonfatal" and not weak.strong
+    assert fatal.id == "xid-nvlink-fault" and fatal.strong

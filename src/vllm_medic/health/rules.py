@@ -11,7 +11,7 @@ from typing import Any
 
 from vllm_medic.health import fabric as fabric_mod
 from vllm_medic.health.xid import DOCS_URL as XID_DOCS
-from vllm_medic.health.xid import XidEvent, group_events
+from vllm_medic.health.xid import XidEvent, group_events, group_severity
 from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.snapshot import Snapshot
 
@@ -111,7 +111,7 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
     total = xid.get("events_total")
     for g in group_events(events):
         info = g.info
-        sev = Severity(info.severity) if info else Severity.WARN
+        sev = Severity(group_severity(g))
         name = f"{info.description} ({info.mnemonic})" if info else "not in this tool's Xid catalogue"
         cat = Category.NCCL_NETWORK if info and info.category == "nvlink" else Category.DRIVER_CUDA
         where = f"{xid.get('source')} line {g.first.line_no}"

@@ -38,6 +38,7 @@ class XidInfo:
     action: str
     nvidia_immediate: str = ""
     nvidia_investigatory: str = ""
+    severity_if_nonfatal: str | None = None
 
 
 @dataclass
@@ -67,6 +68,7 @@ class XidGroup:
     last: XidEvent
     info: XidInfo | None = None
     processes: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)  # distinct messages, at most 20
 
 
 @cache
@@ -85,6 +87,7 @@ def catalogue() -> dict[int, XidInfo]:
             action=str(e["action"]),
             nvidia_immediate=str(e.get("nvidia_immediate") or ""),
             nvidia_investigatory=str(e.get("nvidia_investigatory") or ""),
+            severity_if_nonfatal=e.get("severity_if_nonfatal"),
         )
     return out
 
@@ -163,6 +166,18 @@ def _norm_pci(pci: str) -> str:
     return p
 
 
+_NONFATAL = re.compile(r"\bNonfatal\b")
+
+
+def group_severity(g: XidGroup) -> str:
+    """The catalogue's severity, lowered for NVLink5 events that all say `Nonfatal`."""
+    if g.info is None:
+        return "warn"
+    if g.info.severity_if_nonfatal and all(_NONFATAL.search(e) for e in g.messages):
+        return g.info.severity_if_nonfatal
+    return g.info.severity
+
+
 def group_events(events: list[XidEvent]) -> list[XidGroup]:
     """One group per (Xid, GPU), in order of first appearance."""
     groups: dict[tuple[int, str], XidGroup] = {}
@@ -175,4 +190,6 @@ def group_events(events: list[XidEvent]) -> list[XidGroup]:
         g.last = ev
         if ev.process and ev.process not in g.processes:
             g.processes.append(ev.process)
+        if ev.message not in g.messages and len(g.messages) < 20:
+            g.messages.append(ev.message)
     return list(groups.values())
