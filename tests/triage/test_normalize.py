@@ -32,6 +32,10 @@ def test_vllm_process_prefixes_and_timestamps():
         "hd03-gpu2-0031:14133:14133 [2] misc/socket.cc:484 NCCL WARN socketStartConnect: failed"
     )
     assert (nccl.node, nccl.pid, nccl.rank, nccl.level) == ("hd03-gpu2-0031", 14133, 2, "WARNING")
+    v1 = normalize_line("(VllmWorker rank=3 pid=3013) ERROR 03-20 03:14:59 [multiproc_executor.py:1] hit")
+    assert (v1.process, v1.pid, v1.rank, v1.level, v1.message) == ("VllmWorker", 3013, 3, "ERROR", "hit")
+    sgl = normalize_line("[2025-05-06 10:00:00 DP1 TP2 EP2] Scheduler hit an exception")
+    assert (sgl.rank, sgl.timestamp.year, sgl.message) == (2, 2025, "Scheduler hit an exception")
     torch = normalize_line(
         "[rank3]:[E ProcessGroupNCCL.cpp:563] [Rank 3] Watchdog caught collective operation timeout"
     )

@@ -42,8 +42,11 @@ _LEVEL_WORD = re.compile(
 # Process prefixes: "(APIServer pid=1) ", "(EngineCore_DP0 pid=7)", "(VllmWorker TP0 pid=3)",
 # "(RayWorkerWrapper pid=1355, ip=192.168.201.208)", "(pid=1058)".
 _PROC = re.compile(
-    r"^\((?P<name>[A-Za-z][\w\-]*(?: [A-Za-z]*\d+)?)?\s*(?:pid=(?P<pid>\d+))(?:,\s*ip=(?P<ip>[\w.:\-]+))?\)\s?"
+    r"^\((?P<name>[A-Za-z][\w\-]*(?: [A-Za-z]*\d+)?)?(?P<kv>(?:\s+(?:rank|local_rank|dp_rank|tp_rank)=\d+)*)"
+    r"\s*(?:pid=(?P<pid>\d+))(?:,\s*ip=(?P<ip>[\w.:\-]+))?\)\s?"
 )
+# SGLang: "[2025-05-06 10:00:00 TP3] msg" (the ISO part is peeled first, this takes "TP3] ")
+_SGLANG_TAGS = re.compile(r"^(?P<tags>(?:(?:TP|DP|PP|EP|CP)\d+\s*)+)\]\s?")
 # docker compose: "vllm  | msg", "vllm-1  | msg"
 _COMPOSE = re.compile(r"^(?P<svc>[\w.\-]+)?\s*\|\s(?=\S)")
 # NCCL: "host:pid:tid [rank] NCCL WARN msg" (rank is the local device index)
@@ -177,6 +180,11 @@ def normalize_line(
                 if ev.timestamp is None or ev.timestamp.year == DEFAULT_YEAR:
                     ev.timestamp, ev.timestamp_text = ts, m.group(0).strip(" []")
             rest = rest[m.end() :]
+        elif m := _SGLANG_TAGS.match(rest):
+            if r := re.search(r"TP(\d+)", m.group("tags")):
+                ev.rank = int(r.group(1))
+            ev.process = ev.process or m.group("tags").strip()
+            rest = rest[m.end() :]
         elif m := _KUBE_PREFIX.match(rest):
             ev.node = ev.node or m.group("pod")
             rest = rest[m.end() :]
@@ -185,7 +193,9 @@ def normalize_line(
             ev.pid = int(m.group("pid"))
             if m.group("ip"):
                 ev.node = m.group("ip")
-            if ev.process and (r := _RANK_IN_NAME.search(ev.process.replace(" ", ""))):
+            if m.group("kv") and (r := re.search(r"\brank=(\d+)", m.group("kv"))):
+                ev.rank = int(r.group(1))
+            elif ev.process and (r := _RANK_IN_NAME.search(ev.process.replace(" ", ""))):
                 ev.rank = int(r.group("n"))
             rest = rest[m.end() :]
             if rest[:1] == " " and rest.lstrip(" ")[:1] in ("[", ""):
