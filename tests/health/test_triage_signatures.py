@@ -57,3 +57,15 @@ def test_xid_before_cuda_error_is_the_root(fake_host, tmp_path):
     assert out["root_cause"]["signature"] == "xid-gpu-hardware-fault" and out["root_cause"]["line"] == 1
     assert [c["signature"] for c in out["cascade"]] == ["nccl-cuda-error"]
     assert out["fix"][0].startswith("A hardware or driver fault explains a `CUDA error`")
+
+
+def test_triage_follows_the_xid_catalogue(cat):
+    """Triage and `health` judge an Xid the same way: a `fail` Xid is a strong root, anything else is not."""
+    from vllm_medic.health.xid import catalogue
+
+    for xid, info in catalogue().items():
+        sig = cat.classify(f"[    1.0] NVRM: Xid (PCI:0000:01:00): {xid}, pid=1, name=python3, detail", [])
+        assert sig is not None and sig.origin == "catalogue/40-health.yaml", xid
+        assert sig.strong == (info.severity == "fail"), (xid, info.severity, sig.id)
+    unknown = cat.classify("NVRM: Xid (PCI:0000:01:00): 999, something new", [])
+    assert unknown.id == "xid-not-in-catalogue" and not unknown.strong
