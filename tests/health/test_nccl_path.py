@@ -137,3 +137,20 @@ def test_line_prefixes_from_real_logs():
     )
     assert split_nccl_line("include/shm.h:28 NCCL WARN Call to posix_fallocate failed") is None
     assert split_nccl_line("NCCL version 2.4.7+cuda10.0") is None
+
+
+def test_sockets_fail_when_the_bundle_shows_rdma_ports(fake_host, tmp_path):
+    """NCCL inside the container found no IB device, but the node's ibdev2netdev lists RDMA ports Up."""
+    bundle = tmp_path / "node"
+    bundle.mkdir()
+    ib = DATA.parent / "collect" / "ibdev2netdev" / "hgx-12hca-roce-ens-naming-bond0-aihub0009.txt"
+    (bundle / "ibdev2netdev.txt").write_text(ib.read_text())
+    code, out = _run(NCCL / "socket-between-nodes-nccl-952-excerpt.txt", extra=("--from", str(bundle)))
+    f = ids(out)["HLT-NCCL002"]
+    assert code == 1 and f["severity"] == "fail"
+    assert any("mlx5_0:1 (ens108np0, Up)" in e for e in f["evidence"])
+    assert not any("mlx5_2:1" in e for e in f["evidence"])  # Down ports are not offered as the fix
+    proc = fake_host.run_cli(
+        "nccl-path", str(NCCL / "ib-gdrdma-a100-nccl-707-excerpt.txt"), "--from", str(tmp_path / "none")
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -120,6 +120,15 @@ def nccl_path_cmd(
         list[Path],
         typer.Argument(help="Logs run with NCCL_DEBUG=INFO (files, directories, .gz); '-' for stdin."),
     ],
+    from_bundle: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="A collect bundle (dir or .tar.gz) of one node: its RDMA ports (ibdev2netdev) "
+            "tell whether sockets were used although RDMA exists.",
+            metavar="BUNDLE",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     junit: JunitOpt = None,
     strict: StrictOpt = False,
@@ -143,8 +152,18 @@ def nccl_path_cmd(
         sources.extend(read_logs(paths))
     except OSError as exc:
         raise UsageError(f"cannot read logs: {exc}") from exc
+    rdma_hint: list[str] = []
+    if from_bundle is not None:
+        from vllm_medic.collect.api import load_captured
+
+        snap = load_captured(from_bundle).snapshot  # UsageError (exit 2) when it is not a bundle
+        rdma_hint = [
+            f"{p.ib_dev}:{p.port or 1}" + (f" ({p.netdev}, {p.state})" if p.netdev else "")
+            for p in snap.rdma
+            if (p.state or "Up").lower() == "up"
+        ]
     parsed = parse_nccl_logs(sources)
-    findings = nccl_findings(parsed)
+    findings = nccl_findings(parsed, rdma_hint)
     rows = table_rows(parsed["ranks"])
     if not as_json and rows:
         t = Table(title="NCCL communication path per rank", show_lines=False)
