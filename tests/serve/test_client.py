@@ -299,3 +299,13 @@ def test_crash_at_concurrency_gives_503_then_refused(make_sim) -> None:
             assert h.error_kind is ErrorKind.REFUSED
 
     run(go())
+
+
+def test_itl_is_per_token_when_chunks_carry_several_tokens() -> None:
+    from vllm_medic.serve.client import StreamResult
+
+    s = StreamResult(t_intended=0.0, t_send=0.0, ok=True, t_last=1.0)
+    s.token_times = [0.1, 0.4, 0.5]  # 3 chunks carrying 7 tokens: 6 per-token samples over 2 gaps
+    s.usage = {"completion_tokens": 7, "prompt_tokens": 3}
+    assert s.itl_s == pytest.approx([0.1, 0.1, 0.1, 0.1 / 3, 0.1 / 3, 0.1 / 3])
+    assert s.tpot_s == pytest.approx((1.0 - 0.1) / 6)

@@ -24,8 +24,9 @@ Conventions:
   rather than from the actual send, so client-side queueing is counted.
 - Metric definitions (TTFT, TPOT, ITL, E2E) are in ``docs/metrics.md``; ``StreamResult`` implements
   them: tokens are counted from ``usage``, not from chunks.
-- Environment proxies are ignored unless ``trust_env=True``: an acceptance run talks to the server
-  directly.
+- Streams (``chat_stream``) go over ``serve.rawhttp`` — a minimal HTTP/1.1 transport that stamps each
+  socket read — and always connect directly; the other calls use aiohttp, which honours environment
+  proxies only with ``trust_env=True``. An acceptance run talks to the server directly.
 """
 
 from __future__ import annotations
@@ -255,20 +256,26 @@ class StreamResult:
 
     @property
     def itl_s(self) -> list[float]:
-        """Gaps between consecutive token-bearing chunks, per token.
+        """Per-token inter-token latencies from the gaps between consecutive token-bearing chunks.
 
-        When ``usage`` says more tokens than chunks came (a server streaming several tokens per chunk),
-        each gap is divided by the mean tokens per chunk, so ITL stays a per-token figure.
+        When ``usage`` says more tokens than chunks came (vLLM coalesces tokens into one chunk when its
+        output loop falls behind), each gap stands for the mean number of tokens per chunk: it is divided
+        by that number and counted that many times, so there are ``completion_tokens - 1`` samples.
         """
         times = self.token_times
         if len(times) < 2:
             return []
         gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
         n = _usage_int(self.usage, "completion_tokens")
-        if n is not None and n > len(times):
-            per_chunk = (n - 1) / (len(times) - 1)
-            return [g / per_chunk for g in gaps]
-        return gaps
+        if n is None or n <= len(times):
+            return gaps
+        m = len(gaps)
+        per_gap = (n - 1) / m
+        base, extra = divmod(n - 1, m)
+        out: list[float] = []
+        for j, g in enumerate(gaps):
+            out.extend([g / per_gap] * (base + (1 if j < extra else 0)))
+        return out
 
     def to_dict(self, with_chunks: bool = False) -> dict[str, Any]:
         d = {
