@@ -134,6 +134,29 @@ def test_concurrent_writers_do_not_lose_rows(store_url: str) -> None:
     assert len(store.get_events(rid, kind="soak_sample")) == 100
 
 
+def test_concurrent_first_opens_of_a_fresh_history(store_url: str) -> None:
+    """Two `accept` runs starting at once on a fresh history must not fail on "table already exists"."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def first_open() -> None:
+        try:
+            barrier.wait(timeout=60)
+            s = open_store(store_url)
+            s.start_run("accept", "x", {})
+            s.close()
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_open) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    assert len(open_store(store_url).list_runs()) == 6
+
+
 def test_default_url_follows_environment(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.delenv("VLLM_MEDIC_DB", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
@@ -158,3 +181,14 @@ def test_bad_urls_are_usage_errors(url: str, message: str) -> None:
     with pytest.raises(UsageError, match=message) as info:
         open_store(url)
     assert "pw@" not in str(info.value)
+
+
+def test_newer_schema_is_refused_clearly(tmp_path) -> None:
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    open_store(url).close()
+    with sqlite3.connect(tmp_path / "h.db") as conn:  # as a future vllm-medic would leave it
+        conn.execute("INSERT INTO medic_schema (version) VALUES (99)")
+    with pytest.raises(UsageError, match="schema version 99, written by a newer vllm-medic"):
+        open_store(url)

@@ -24,7 +24,14 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+    ProgrammingError,
+    SQLAlchemyError,
+)
 
 from vllm_medic import __version__
 from vllm_medic.errors import ToolError, UsageError
@@ -188,6 +195,37 @@ def sqlite_path(url: str) -> Path | None:
     return Path(db).expanduser()
 
 
+def _create_tables(engine: Engine, attempts: int = 5) -> None:
+    """``create_all`` tolerant of a concurrent first open: two `accept` runs starting together on a fresh
+    history both see no tables and both create them; the loser's "already exists" is retried, and the
+    retry's existence check then passes."""
+    for attempt in range(attempts):
+        try:
+            schema.metadata.create_all(engine)
+            return
+        except (OperationalError, ProgrammingError, IntegrityError) as exc:
+            if (
+                attempt == attempts - 1
+                or "exist" not in str(exc).lower()
+                and not isinstance(exc, IntegrityError)
+            ):
+                raise
+
+
+def _schema_version(engine: Engine) -> int | None:
+    """The version recorded in the history; records ours in a new one (another process may race us)."""
+    with engine.connect() as conn:
+        found = conn.execute(select(func.max(schema.schema_info.c.version))).scalar()
+    if found is not None:
+        return int(found)
+    try:
+        with engine.begin() as conn:
+            conn.execute(insert(schema.schema_info).values(version=schema.SCHEMA_VERSION))
+    except IntegrityError:
+        pass  # a concurrent first open recorded it
+    return None
+
+
 def open_store(url: str | None = None, *, must_exist: bool = False) -> Store:
     """Open (and create the tables of) the history at ``url``, or at :func:`default_db_url`.
 
@@ -202,13 +240,20 @@ def open_store(url: str | None = None, *, must_exist: bool = False) -> Store:
         )
     engine = _build_engine(target, create_parent=use_default or os.environ.get("VLLM_MEDIC_DB") == target)
     try:
-        schema.metadata.create_all(engine)
+        _create_tables(engine)
+        found = _schema_version(engine)
     except SQLAlchemyError as exc:
         engine.dispose()
         detail = redact_text(str(getattr(exc, "orig", None) or exc)).strip().splitlines()
         raise UsageError(
             f"cannot open the history database {_safe_url(target)}: {detail[0] if detail else type(exc).__name__}"
         ) from exc
+    if found is not None and found > schema.SCHEMA_VERSION:
+        engine.dispose()
+        raise UsageError(
+            f"the history at {_safe_url(target)} has schema version {found}, written by a newer vllm-medic "
+            f"(this one reads version {schema.SCHEMA_VERSION}); upgrade vllm-medic or use another --db"
+        )
     return Store(engine, target)
 
 

@@ -56,6 +56,14 @@ events = Table(
     Column("payload", Text, nullable=False, default="{}"),
 )
 
+# One row: the schema version that created the tables, so an older vllm-medic refuses (clearly) a history
+# that a newer one has reshaped, instead of misreading it.
+schema_info = Table(
+    "medic_schema",
+    metadata,
+    Column("version", Integer, primary_key=True),
+)
+
 attachments = Table(
     "medic_attachments",
     metadata,
