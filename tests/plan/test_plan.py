@@ -6,6 +6,7 @@ Calibration sources are listed in tests/data/plan/SOURCES.md.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -18,7 +19,8 @@ EXE = [sys.executable, "-m", "vllm_medic.cli"]
 
 
 def run(*args: str, check_json: bool = True) -> tuple[int, dict | str, str]:
-    proc = subprocess.run([*EXE, "plan", *args], capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "COLUMNS": "400"}  # keep rich from wrapping messages mid-phrase
+    proc = subprocess.run([*EXE, "plan", *args], capture_output=True, text=True, timeout=120, env=env)
     if check_json and "--json" in args:
         return proc.returncode, json.loads(proc.stdout), proc.stderr
     return proc.returncode, proc.stdout, proc.stderr
@@ -205,6 +207,12 @@ def test_official_recipe_file_is_read(tmp_path: Path) -> None:
     _, out, _ = run("--recipe", str(official), "--gpu", "H100", "--gpus", "16", "--pp", "2", "--json")
     assert out["weights_total_bytes"] == 1680 * 10**9 and out["recipe_min_gpus"] == 32
     assert out["fits"] is False
+    _, nv, _ = run("--recipe", str(official), "--variant", "nvfp4", "--gpu", "B300", "--gpus", "8", "--json")
+    assert nv["weights_total_bytes"] == 1650 * 10**9 and nv["fits"] is True
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("variants: [unclosed")
+    code, _, err = run("--recipe", str(bad), check_json=False)
+    assert code == 2 and "not valid YAML" in err and "Traceback" not in err
 
 
 def test_weights_from_safetensors_index_and_max_model_len_fix(tmp_path: Path) -> None:
@@ -256,7 +264,7 @@ def test_terminal_output_states_the_allowance_and_the_verdict() -> None:
         (["--weights-gib", "10", "--gpu", "NoSuchGPU"], "unknown GPU"),
         (["--weights-gib", "10", "--gpus", "8", "--tp", "4"], "does not match"),
         (["--weights-gib", "10", "--kv-cache-dtype", "fp3"], "--kv-cache-dtype"),
-        (["--recipe", "no-such-recipe"], "neither a file nor a shipped recipe"),
+        (["--recipe", "no-such-recipe"], "unknown recipe"),
     ],
 )
 def test_bad_input_is_a_usage_error_without_traceback(args: list[str], message: str) -> None:

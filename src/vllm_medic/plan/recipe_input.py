@@ -8,7 +8,6 @@ Two shapes are read: the recipes shipped with vllm-medic (``vllm_medic/recipes/d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -36,33 +35,51 @@ class RecipeBaseline:
         return self.general_min_gpus, None, ""
 
 
-def _shipped_names() -> list[str]:
-    data = resources.files("vllm_medic.recipes").joinpath("data")
-    return sorted(p.name.removesuffix(".yaml") for p in data.iterdir() if p.name.endswith(".yaml"))
-
-
 def load_recipe_baseline(name_or_path: str, variant: str = "default") -> RecipeBaseline:
-    import yaml
+    """Weight footprint and hardware baseline of a recipe, read through ``vllm_medic.recipes.load_recipe``.
 
-    path = Path(name_or_path)
+    ``load_recipe`` validates the file (bad YAML or fields are usage errors naming the field). Only the
+    default variant's footprint is kept there, so another ``--variant`` of an official file is read here.
+    """
+    from vllm_medic.recipes import load_recipe
+
+    recipe = load_recipe(name_or_path)
+    smg = recipe.strategy_min_gpus.value if recipe.strategy_min_gpus else {}
+    base = RecipeBaseline(
+        name=recipe.name,
+        source=recipe.source,
+        weights_gb=float(recipe.weights.value) if recipe.weights else None,
+        weights_source=recipe.weights.source if recipe.weights else recipe.source,
+        min_gpus={k: hb.min_gpus for k, hb in recipe.hardware.items()},
+        min_nodes={k: hb.min_nodes for k, hb in recipe.hardware.items() if hb.min_nodes},
+        notes={k: hb.note or hb.source for k, hb in recipe.hardware.items()},
+        general_min_gpus=min(smg.values()) if smg else None,
+        verified_hardware=tuple(recipe.hardware),
+    )
+    path = Path(name_or_path).expanduser()
     if path.is_file():
-        text = path.read_text(encoding="utf-8")
-        source = str(path)
-    else:
-        res = resources.files("vllm_medic.recipes").joinpath("data", f"{name_or_path.lower()}.yaml")
-        if not res.is_file():
-            raise UsageError(
-                f"recipe {name_or_path!r} is neither a file nor a shipped recipe (shipped: {', '.join(_shipped_names())})"
+        import yaml
+
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            raw = None
+        if isinstance(raw, dict) and isinstance(raw.get("variants"), dict):
+            official = recipe_baseline_from_dict(raw, str(path), variant)
+            return RecipeBaseline(
+                **{
+                    **base.__dict__,
+                    "weights_gb": official.weights_gb,
+                    "weights_source": official.weights_source,
+                    "context_length": official.context_length,
+                    "min_nodes": base.min_nodes or official.min_nodes,
+                }
             )
-        text = res.read_text(encoding="utf-8")
-        source = f"vllm_medic/recipes/data/{name_or_path.lower()}.yaml"
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise UsageError(f"recipe {source} is not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise UsageError(f"recipe {source} is not a YAML mapping")
-    return recipe_baseline_from_dict(raw, source, variant)
+    if variant != "default":
+        raise UsageError(
+            f"recipe {name_or_path}: --variant {variant} needs an official recipe file with variants"
+        )
+    return base
 
 
 def recipe_baseline_from_dict(raw: dict[str, Any], source: str, variant: str = "default") -> RecipeBaseline:
