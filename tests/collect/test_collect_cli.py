@@ -437,3 +437,18 @@ def test_files_of_other_stages_travel_with_the_bundle(tmp_path):
         manifest = json.loads(tar.extractfile(names["manifest.json"]).read())  # type: ignore[union-attr]
     assert "node7" in text and "hunter2hunter2" not in text
     assert manifest["ignored_files"] == ["notes-from-the-user.txt"]
+
+
+def test_launch_config_file_travels_with_the_bundle(recordings, tmp_path):
+    (tmp_path / "k3.yaml").write_text("tensor-parallel-size: 8\nenable-prefix-caching: true\n")  # SYNTHETIC
+    script = tmp_path / "serve.sh"
+    script.write_text("vllm serve moonshotai/Kimi-K3 --config k3.yaml\n")
+    out = tmp_path / "b.tar.gz"
+    env = fake_env(recordings)
+    live = _snapshot(run_cli(["collect", "-o", str(out), "--launch", str(script), "--json"], env))
+    assert (
+        live["launch"]["args"]["tensor_parallel_size"] == 8
+        and live["launch"]["args"]["enable_prefix_caching"] is True
+    )
+    again = _snapshot(run_cli(["collect", "--from", str(out), "--json"], env))
+    assert again["launch"] == live["launch"]

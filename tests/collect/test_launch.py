@@ -226,3 +226,20 @@ def test_json_argument_spanning_lines_in_a_script():
     launch = parse_launch(text)
     assert launch.args["speculative_config"]["method"] == "dspark"
     assert launch.args["enable_prefix_caching"] is True and launch.warnings == []
+
+
+def test_config_file_arguments_are_read_and_the_command_line_wins(tmp_path):
+    (tmp_path / "k3.yaml").write_text(  # SYNTHETIC vLLM --config file
+        "tensor-parallel-size: 4\nenable_prefix_caching: true\nmax-model-len: 32k\ngpu-memory-utilization: 0.9\n"
+    )
+    script = tmp_path / "serve.sh"
+    script.write_text("vllm serve moonshotai/Kimi-K3 --config k3.yaml -tp 8\n")
+    launch = parse_launch(str(script))
+    assert launch.args["tensor_parallel_size"] == 8  # command line over config
+    assert launch.args["enable_prefix_caching"] is True and launch.args["max_model_len"] == 32000
+    assert launch.args["gpu_memory_utilization"] == 0.9
+
+
+def test_config_file_not_present_is_a_warning(tmp_path):
+    launch = parse_launch(f"vllm serve m --config {tmp_path / 'absent.yaml'}")
+    assert any("not read" in w for w in launch.warnings)

@@ -262,12 +262,36 @@ def _store_launch(launch: str, raw: dict[str, bytes], sources: dict[str, dict[st
         sources["launch"] = _entry(
             "launch", "launch.txt", command=f"(file {candidate})", origin=f"file:{candidate}"
         )
+        _store_launch_config(raw["launch.txt"], candidate.parent, raw, sources)
         return f"file:{candidate}"
     raw["launch.txt"] = _redacted_bytes(
         launch.encode("utf-8", "replace") + (b"" if launch.endswith("\n") else b"\n")
     )
     sources["launch"] = _entry("launch", "launch.txt", command="(--launch text)", origin="argv")
+    _store_launch_config(raw["launch.txt"], Path.cwd(), raw, sources)
     return "argv"
+
+
+def _store_launch_config(
+    launch_raw: bytes, base: Path, raw: dict[str, bytes], sources: dict[str, dict[str, Any]]
+) -> None:
+    """`vllm serve --config FILE`: keep the file in the bundle so `--from` reads the same arguments."""
+    from vllm_medic.collect.launch import config_file_path, parse_launch_text
+
+    path = config_file_path(parse_launch_text(launch_raw.decode("utf-8", "replace")), base)
+    if path is None:
+        return
+    try:
+        raw["launch-config.yaml"] = _redacted_bytes(path.read_bytes()[:MAX_CAPTURED_FILE_BYTES])
+        sources["launch-config"] = _entry("launch-config", "launch-config.yaml", command=f"(file {path})")
+    except OSError as exc:
+        sources["launch-config"] = _entry(
+            "launch-config",
+            None,
+            command=f"(file {path})",
+            status="missing",
+            message=f"{path}: {exc.strerror or exc}",
+        )
 
 
 def _read_files(

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from vllm_medic.collect.launch import parse_launch_text
+from vllm_medic.collect.launch import merge_config_text, parse_launch_text
 from vllm_medic.collect.parsers.docker import parse_image_inspect, parse_images_digests
 from vllm_medic.collect.parsers.network import parse_ibdev2netdev, parse_ip_link
 from vllm_medic.collect.parsers.nvidia_smi import SmiTable, parse_nvidia_smi_table
@@ -64,6 +64,7 @@ CANONICAL_FILES: dict[str, tuple[str, ...]] = {
     "uname": ("uname.txt",),
     "os-release": ("os-release.txt",),
     "model-config": ("model-config.json",),
+    "launch-config": ("launch-config.yaml",),
     # health probes (kernel log, fabric services, container limits, in-image): src/vllm_medic/health
     **{source: (file,) for source, file in HEALTH_FILES.items()},
 }
@@ -442,6 +443,9 @@ def _launch(ctx: BuildContext) -> None:
     if text is None:
         return
     launch: Launch = parse_launch_text(text)
+    config_text, _ = _text(ctx.raw, "launch-config")
+    if config_text is not None:
+        merge_config_text(launch, config_text)
     entry = ctx.sources.get("launch") or {}
     launch.source = str(entry.get("origin") or ctx.options.get("launch_origin") or "launch.txt")
     launch.argv = redact_argv(launch.argv)

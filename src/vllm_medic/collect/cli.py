@@ -49,6 +49,42 @@ def collect_command(
         str | None, typer.Option("--model", help="Local model directory (reads its config.json).")
     ] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Per-command timeout in seconds.")] = 10.0,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            help="Collect on every alive node of this Ray cluster (ADDRESS, or 'auto').",
+            metavar="ADDRESS",
+            rich_help_panel="Cluster",
+        ),
+    ] = None,
+    hosts: Annotated[
+        Path | None,
+        typer.Option(
+            "--hosts",
+            help="Collect on every node of this file over SSH ([user@]host[:port] per line).",
+            rich_help_panel="Cluster",
+        ),
+    ] = None,
+    k8s: Annotated[
+        str | None,
+        typer.Option(
+            "--k8s",
+            help="Collect in every Running pod matching this label selector (kubectl exec).",
+            metavar="SELECTOR",
+            rich_help_panel="Cluster",
+        ),
+    ] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n", rich_help_panel="Cluster")] = None,
+    container: Annotated[str | None, typer.Option("--container", "-c", rich_help_panel="Cluster")] = None,
+    ssh_key: Annotated[str | None, typer.Option("--ssh-key", rich_help_panel="Cluster")] = None,
+    ssh_user: Annotated[str | None, typer.Option("--ssh-user", rich_help_panel="Cluster")] = None,
+    ssh_accept_new: Annotated[
+        bool,
+        typer.Option(
+            "--ssh-accept-new", help="Trust host keys not yet in known_hosts.", rich_help_panel="Cluster"
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     from vllm_medic.collect.api import CollectOptions, collect_here, load_captured, write_bundle
@@ -62,6 +98,23 @@ def collect_command(
 
     if output is not None:
         check_bundle_destination(output)  # before collecting: a bad -o costs nothing
+    from vllm_medic.cluster.collect_cmd import FanoutOptions, run_fanout
+
+    fan = FanoutOptions(ray, hosts, k8s, namespace, container, ssh_key, ssh_user, ssh_accept_new)
+    if fan.requested:
+        if from_path is not None:
+            stderr.print("[red]error:[/] --from cannot be combined with --ray/--hosts/--k8s", highlight=False)
+            raise typer.Exit(int(ExitCode.USAGE))
+        from vllm_medic.cli_common import console
+
+        run_fanout(
+            fan,
+            CollectOptions(image=image, launch=launch, timeout_s=timeout, model_path=model),
+            output,
+            as_json,
+            console(),
+        )
+        return
     if from_path is not None:
         if image or launch or model:
             stderr.print("[yellow]note:[/] --image/--launch/--model are ignored with --from", highlight=False)

@@ -123,6 +123,7 @@ def _parse_launch(text_or_argv: str | list[str], source: str) -> Launch:
             source = "file"
     launch = parse_launch_text(text)
     launch.source = source
+    _apply_config_file(launch, path.parent if path is not None else Path.cwd())
     return _finish(launch)
 
 
@@ -645,6 +646,54 @@ def _k8s_expand(value: str, env: dict[str, str], warnings: list[str]) -> str:
 
 
 # ---------------------------------------------------------------- finishing
+
+
+def _apply_config_file(launch: Launch, base: Path) -> None:
+    """`vllm serve --config FILE.yaml`: its keys are arguments too; the command line wins."""
+    config = launch.args.get("config")
+    if not isinstance(config, str):
+        return
+    path = config_file_path(launch, base)
+    try:
+        text = path.read_text(encoding="utf-8") if path is not None else ""
+    except OSError:
+        launch.warnings.append(f"--config {config}: file not found here; its arguments were not read")
+        return
+    merge_config_text(launch, text)
+
+
+def config_file_path(launch: Launch, base: Path) -> Path | None:
+    """Where `--config FILE` points, resolved against the launch file's directory."""
+    config = launch.args.get("config")
+    if not isinstance(config, str):
+        return None
+    path = Path(os.path.expanduser(config))
+    return path if path.is_absolute() else base / path
+
+
+def merge_config_text(launch: Launch, text: str) -> None:
+    """Merge a `--config` YAML's arguments into the launch; the command line wins, as in vLLM."""
+    import yaml
+
+    config = launch.args.get("config")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        launch.warnings.append(f"--config {config}: not valid YAML ({getattr(exc, 'problem', exc)})")
+        return
+    if not isinstance(data, dict):
+        launch.warnings.append(f"--config {config}: not a mapping of arguments")
+        return
+    spec = _spec()
+    for key, value in data.items():
+        dest = str(key).replace("-", "_")
+        if dest in launch.args:
+            continue  # the command line overrides the config file, as in vLLM
+        if isinstance(value, str):
+            value = _scalar(dest, value, spec)
+        launch.args[dest] = MASK if is_secret_name(dest) else value
+        if dest == "model" and isinstance(value, str) and launch.model is None:
+            launch.model = value
 
 
 def _finish(launch: Launch) -> Launch:
