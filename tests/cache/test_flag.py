@@ -115,3 +115,16 @@ def test_real_server_uncached_names_the_launch(vllm_server_uncached) -> None:  #
     assert ids(out) == ["CACHE-FLAG006"]
     layers = {layer["layer"]: layer["value"] for layer in out["layers"]}
     assert layers["metrics"] is False and layers["engine_config"] is False
+
+
+def test_gzipped_coloured_log_is_read(tmp_path) -> None:  # noqa: ANN001
+    import gzip
+
+    text = (DATA / "engine-log-flag-on.log").read_text()
+    coloured = "\n".join(f"\x1b[36m{line}\x1b[0m" for line in text.splitlines())
+    log = tmp_path / "engine.log.gz"
+    log.write_bytes(gzip.compress(coloured.encode()))
+    code, out, _ = run("flag", "--log", str(log), "--json")
+    assert code == 0 and ids(out)[0] == "CACHE-FLAG001"
+    layers = {layer["layer"]: layer["value"] for layer in out["layers"]}
+    assert layers == {"non_default_args": True, "engine_config": True}

@@ -35,6 +35,24 @@ def _read_text(path: Path, what: str) -> str:
         raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
 
 
+def _read_log_lines(path: Path) -> list[str]:
+    """A log file as lines: gzip or plain, any encoding, ANSI colours (VLLM_LOGGING_COLOR) removed."""
+    import gzip
+
+    from vllm_medic.triage.normalize import decode, strip_ansi
+
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read log {path}: {exc.strerror or exc}") from exc
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise UsageError(f"log {path} looks gzipped but cannot be read: {exc}") from exc
+    return [strip_ansi(decode(line)) for line in raw.split(b"\n")]  # decode() caps each line's length
+
+
 def _api_key(env_name: str) -> str | None:
     import os
 
@@ -105,8 +123,7 @@ def flag_command(
             "warnings": parsed.warnings,
         }
     if log is not None:
-        lines = _read_text(log, "log").splitlines()
-        inp.log = read_log(lines, str(log))
+        inp.log = read_log(_read_log_lines(log), str(log))
     rows: list[dict[str, str]] = []
     if server is not None:
         rows = _server_cache_config(server, _api_key(api_key_env))
