@@ -250,10 +250,13 @@ def test_concurrency_target_and_dp_replicas() -> None:
     assert code == 0 and two["concurrency_met"] is True
 
 
-def test_terminal_output_states_the_allowance_and_the_verdict() -> None:
-    code, text, _ = run("--recipe", "kimi-k3", "--gpu", "B200", "--gpus", "8")
+def test_terminal_output_states_the_allowance_and_the_verdict(tmp_path: Path) -> None:
+    junit = tmp_path / "plan.xml"
+    code, text, _ = run("--recipe", "kimi-k3", "--gpu", "B200", "--gpus", "8", "--junit", str(junit))
     assert code == 1
     assert "allowance" in text and "Weights do not fit" in text and "recipe baseline" in text
+    xml = junit.read_text()
+    assert "PLAN001" in xml and "<failure" in xml
 
 
 @pytest.mark.parametrize(
