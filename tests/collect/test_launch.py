@@ -243,3 +243,9 @@ def test_config_file_arguments_are_read_and_the_command_line_wins(tmp_path):
 def test_config_file_not_present_is_a_warning(tmp_path):
     launch = parse_launch(f"vllm serve m --config {tmp_path / 'absent.yaml'}")
     assert any("not read" in w for w in launch.warnings)
+
+
+def test_docker_env_passthrough_is_a_warning_not_a_value(monkeypatch):
+    monkeypatch.setenv("UCX_TLS", "tcp")  # the collector's own value must not leak into the launch
+    launch = parse_launch("docker run -e UCX_TLS --gpus all vllm/vllm-openai:kimi-k3 m")
+    assert "UCX_TLS" not in launch.env and any("UCX_TLS" in w for w in launch.warnings)

@@ -326,7 +326,7 @@ def _read_container_run(opts: list[str], launch: Launch) -> None:
             if eq:
                 launch.env[key] = val
             else:
-                launch.env.setdefault(key, os.environ.get(key, ""))
+                # `-e KEY` passes the caller's value at launch time: unknown here, so not recorded as a value
                 launch.warnings.append(f"docker -e {key} passes the caller's value; not known here")
         elif name in _DOCKER_RUNTIME_KEYS:
             key = _DOCKER_RUNTIME_KEYS[name]
