@@ -313,3 +313,16 @@ def test_plan_matches_the_real_cpu_server_log(vllm_server_cached) -> None:  # no
     assert code == 0
     assert out["kv_tokens"] == int(tokens.group(1).replace(",", ""))
     assert f"{out['max_concurrency']:.2f}" == conc.group(2)
+
+
+def test_a_kimi_k3_config_gets_the_recipe_baseline_automatically(tmp_path: Path) -> None:
+    # SYNTHETIC config: only the architecture name is real (KimiK3ForConditionalGeneration, vllm-facts §1.1).
+    k3 = json.loads((DATA / "kimi-linear-48b-a3b-instruct.config.json").read_text())
+    k3["architectures"] = ["KimiK3ForConditionalGeneration"]
+    k3["model_type"] = "kimi_k3"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(k3))
+    code, out, _ = run("--config", str(path), "--gpu", "H100", "--gpus", "8", "--json")
+    assert code == 1
+    assert out["recipe_min_gpus"] == 32 and out["recipe_baseline_met"] is False
+    assert "applied automatically" in out["inputs"]["recipe"]

@@ -127,6 +127,12 @@ def plan_command(
     if weights_gib is not None:
         weights_bytes, weights_basis = int(weights_gib * GIB), f"--weights-gib {weights_gib:g}"
     baseline = load_recipe_baseline(recipe, variant) if recipe else None
+    if baseline is None and shape is not None and _is_kimi_k3(shape.architecture, shape.model_type):
+        # Kimi K3 is always judged against its recipe's baseline, never a small model's experience.
+        baseline = load_recipe_baseline("kimi-k3")
+        source["recipe"] = (
+            f"{baseline.source} (applied automatically: {shape.architecture or shape.model_type})"
+        )
     if baseline is not None:
         source["recipe"] = baseline.source
     req = PlanRequest(
@@ -191,6 +197,10 @@ def plan_command(
         verbose=verbose,
     )
     raise typer.Exit(int(code))
+
+
+def _is_kimi_k3(architecture: str, model_type: str) -> bool:
+    return architecture.startswith("KimiK3") or model_type.lower().replace("-", "_").startswith("kimi_k3")
 
 
 def _print_summary(req, result) -> None:  # noqa: ANN001 - typed in capacity; kept lazy-imported
