@@ -249,3 +249,36 @@ def test_docker_env_passthrough_is_a_warning_not_a_value(monkeypatch):
     monkeypatch.setenv("UCX_TLS", "tcp")  # the collector's own value must not leak into the launch
     launch = parse_launch("docker run -e UCX_TLS --gpus all vllm/vllm-openai:kimi-k3 m")
     assert "UCX_TLS" not in launch.env and any("UCX_TLS" in w for w in launch.warnings)
+
+
+COMPOSE = """\
+services:
+  vllm:
+    image: vllm/vllm-openai:kimi-k3
+    ipc: host
+    shm_size: 16gb
+    environment:
+      - NCCL_DMABUF_ENABLE=0
+      - HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz
+    command: >
+      moonshotai/Kimi-K3 --tensor-parallel-size 8 --trust-remote-code
+      --enable-prefix-caching --api-key sekrit-value
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              count: all
+              capabilities: [gpu]
+  ui:
+    image: ghcr.io/open-webui/open-webui:main
+"""  # SYNTHETIC docker-compose file
+
+
+def test_docker_compose_service():
+    launch = parse_launch(COMPOSE)
+    assert launch.image == "vllm/vllm-openai:kimi-k3" and launch.model == "moonshotai/Kimi-K3"
+    assert launch.args["tensor_parallel_size"] == 8 and launch.args["enable_prefix_caching"] is True
+    assert launch.runtime_options == {"ipc": "host", "shm_size": "16gb", "gpus": "all"}
+    assert launch.env["NCCL_DMABUF_ENABLE"] == "0" and launch.env["HF_TOKEN"] == MASK
+    assert "sekrit-value" not in json.dumps(launch.__dict__)

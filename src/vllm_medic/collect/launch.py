@@ -155,7 +155,7 @@ def _as_existing_file(text: str) -> Path | None:
 
 
 def _looks_like_manifest(text: str) -> bool:
-    return bool(re.search(r"(?m)^\s*(apiVersion|kind|containers|spec)\s*:", text))
+    return bool(re.search(r"(?m)^\s*(apiVersion|kind|containers|spec|services)\s*:", text))
 
 
 # ---------------------------------------------------------------- shell text
@@ -546,7 +546,79 @@ def _from_manifest(text: str) -> Launch:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         return Launch(warnings=[f"the manifest is not valid YAML{where}: {getattr(exc, 'problem', exc)}"])
+    if any(isinstance(d, dict) and isinstance(d.get("services"), dict) for d in docs):
+        return _from_compose(
+            next(d for d in docs if isinstance(d, dict) and isinstance(d.get("services"), dict))
+        )
     return _from_k8s_objects(docs)
+
+
+# ---------------------------------------------------------------- docker compose
+
+
+def _from_compose(doc: dict[str, Any]) -> Launch:
+    """A docker-compose service: image, command/entrypoint, environment, ipc, shm_size, GPU devices."""
+    services = {str(k): v for k, v in doc["services"].items() if isinstance(v, dict)}
+    chosen = [(n, svc) for n, svc in services.items() if _compose_runs_vllm(svc)]
+    if not chosen:
+        return Launch(warnings=["no service in the compose file runs vLLM"])
+    name, svc = chosen[0]
+    env = _compose_env(svc.get("environment"))
+    entrypoint = _compose_words(svc.get("entrypoint"))
+    command = _compose_words(svc.get("command"))
+    argv = [_expand_shell_vars(a, env) for a in entrypoint + command]
+    launch = Launch(argv=argv, env=env, image=str(svc["image"]) if svc.get("image") else None)
+    script = _shell_script_of(argv)
+    if script is not None:
+        inner = _from_shell(script, base_env=env)
+        inner.image = launch.image
+        launch = inner
+    elif _find_vllm_start(argv) is not None:
+        start = _find_vllm_start(argv) or 0
+        _read_vllm_args(argv[start:], launch, positional_model=argv[start - 1] == "serve")
+    else:
+        _read_vllm_args(argv, launch, positional_model=True)  # the vllm-openai entrypoint is `vllm serve`
+    runtime: dict[str, Any] = {}
+    for key in ("ipc", "shm_size", "runtime", "network_mode"):
+        if svc.get(key) is not None:
+            runtime[{"network_mode": "network"}.get(key, key)] = svc[key]
+    devices = (((svc.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get(
+        "devices"
+    ) or []
+    for dev in devices if isinstance(devices, list) else []:
+        if isinstance(dev, dict) and "gpu" in [str(c) for c in dev.get("capabilities") or []]:
+            runtime["gpus"] = str(dev.get("count", ",".join(map(str, dev.get("device_ids") or []))))
+    launch.runtime_options.update(runtime)
+    if len(chosen) > 1:
+        launch.warnings.append(f"{len(chosen)} compose services run vLLM; read the first ({name})")
+    return launch
+
+
+def _compose_runs_vllm(svc: dict[str, Any]) -> bool:
+    words = _compose_words(svc.get("entrypoint")) + _compose_words(svc.get("command"))
+    image = str(svc.get("image") or "")
+    return _find_vllm_start(words) is not None or "vllm" in image or any("vllm serve" in w for w in words)
+
+
+def _compose_words(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    if isinstance(value, str):
+        try:
+            return shlex.split(value)
+        except ValueError:
+            return value.split()
+    return []
+
+
+def _compose_env(value: Any) -> dict[str, str]:
+    if isinstance(value, dict):
+        return {str(k): "" if v is None else str(v) for k, v in value.items()}
+    env: dict[str, str] = {}
+    for item in value if isinstance(value, list) else []:
+        key, _, val = str(item).partition("=")
+        env[key] = val
+    return env
 
 
 def _from_k8s_objects(docs: list[Any]) -> Launch:
