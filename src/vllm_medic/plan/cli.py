@@ -133,7 +133,7 @@ def plan_command(
         source["recipe"] = (
             f"{baseline.source} (applied automatically: {shape.architecture or shape.model_type})"
         )
-    if baseline is not None:
+    if baseline is not None and "recipe" not in source:
         source["recipe"] = baseline.source
     req = PlanRequest(
         gpu=lookup_gpu(gpu, gpu_memory_gib),
