@@ -282,3 +282,22 @@ def test_docker_compose_service():
     assert launch.runtime_options == {"ipc": "host", "shm_size": "16gb", "gpus": "all"}
     assert launch.env["NCCL_DMABUF_ENABLE"] == "0" and launch.env["HF_TOKEN"] == MASK
     assert "sekrit-value" not in json.dumps(launch.__dict__)
+
+
+def test_real_k8s_deployment_from_the_vllm_docs():
+    from tests.collect.conftest import DATA
+
+    launch = parse_launch(str(DATA / "launch/k8s-mistral-7b-nvidia-deployment-vllm-docs.yaml"))
+    assert launch.image == "vllm/vllm-openai:latest" and launch.model == "mistralai/Mistral-7B-Instruct-v0.3"
+    assert launch.args["max_num_batched_tokens"] == 1024  # underscore spelling of the flag
+    assert launch.args["enable_chunked_prefill"] is True and launch.args["trust_remote_code"] is True
+    assert launch.runtime_options == {"gpus": "1", "shm_size": "2Gi"}
+    assert launch.env["HUGGING_FACE_HUB_TOKEN"] == MASK
+
+
+def test_real_amd_deployment_reads_amd_gpus():
+    from tests.collect.conftest import DATA
+
+    launch = parse_launch(str(DATA / "launch/k8s-mistral-7b-amd-rocm-hostipc-deployment-vllm-docs.yaml"))
+    assert launch.image.startswith("rocm/vllm:") and launch.args["port"] == 8000
+    assert launch.runtime_options == {"gpus": "1", "ipc": "host", "network": "host", "shm_size": "8Gi"}

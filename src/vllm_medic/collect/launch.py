@@ -622,18 +622,19 @@ def _compose_env(value: Any) -> dict[str, str]:
 
 
 def _from_k8s_objects(docs: list[Any]) -> Launch:
-    containers: list[dict[str, Any]] = []
+    containers: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for doc in docs:
         _collect_containers(doc, containers)
     if not containers:
         return Launch(warnings=["no containers[] found in the manifest"])
     launches: list[Launch] = []
-    for c in containers:
+    for c, pod in containers:
         launch = _from_k8s_container(c)
         if launch.args or launch.model:
+            launch.runtime_options.update(_pod_runtime(c, pod))
             launches.append(launch)
     if not launches:
-        first = _from_k8s_container(containers[0])
+        first = _from_k8s_container(containers[0][0])
         first.warnings.append("no container in the manifest runs vLLM")
         return first
     chosen = launches[0]
@@ -642,16 +643,37 @@ def _from_k8s_objects(docs: list[Any]) -> Launch:
     return chosen
 
 
-def _collect_containers(node: Any, out: list[dict[str, Any]]) -> None:
+def _collect_containers(node: Any, out: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """(container, the pod spec holding it) for every containers[] entry, however deep."""
     if isinstance(node, dict):
         for key, value in node.items():
             if key == "containers" and isinstance(value, list):
-                out.extend(c for c in value if isinstance(c, dict))
+                out.extend((c, node) for c in value if isinstance(c, dict))
             else:
                 _collect_containers(value, out)
     elif isinstance(node, list):
         for item in node:
             _collect_containers(item, out)
+
+
+def _pod_runtime(container: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
+    """Pod-level settings vLLM cares about: hostIPC, hostNetwork, and a memory emptyDir on /dev/shm."""
+    runtime: dict[str, Any] = {}
+    if pod.get("hostIPC") is True:
+        runtime["ipc"] = "host"
+    if pod.get("hostNetwork") is True:
+        runtime["network"] = "host"
+    shm_volumes = {
+        str(m.get("name"))
+        for m in container.get("volumeMounts") or []
+        if isinstance(m, dict) and m.get("mountPath") == "/dev/shm"
+    }
+    for vol in pod.get("volumes") or []:
+        if isinstance(vol, dict) and str(vol.get("name")) in shm_volumes:
+            empty = vol.get("emptyDir")
+            if isinstance(empty, dict) and empty.get("medium") == "Memory":
+                runtime["shm_size"] = str(empty.get("sizeLimit") or "unlimited (node memory)")
+    return runtime
 
 
 def _from_k8s_container(c: dict[str, Any]) -> Launch:
