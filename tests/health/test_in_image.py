@@ -114,3 +114,38 @@ def test_no_docker_client_degrades(fake_host):
     assert "not found on PATH" in " ".join(f["evidence"])
     assert payload["health"]["in_image"]["probes"]["nvidia-smi"]["missing"] is True
     assert list(payload["health"]["in_image"]["probes"]) == ["nvidia-smi"]
+
+
+def test_version_probe_runs_in_a_real_interpreter():
+    import subprocess
+    import sys
+
+    from vllm_medic.health.in_image import VERSION_PROBE, parse_probe_output
+
+    proc = subprocess.run([sys.executable, "-c", VERSION_PROBE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = parse_probe_output(proc.stdout)
+    assert got is not None and isinstance(got["dists"], dict)
+    assert (
+        "torch_cuda" in got or "torch_error" in got
+    )  # this venv has no torch: the error is reported, not raised
+
+
+def test_torch_blind_to_gpus_and_no_pip_in_image(fake_host):
+    _host(fake_host)
+    fake_host.replay(
+        "docker-nvidia-smi", out=data("nvidia-smi/b200-8gpu-575.57.08-cuda12.9-modal-glossary.txt")
+    )
+    fake_host.replay(
+        "docker-python3-versions", out=data("docker/versions-probe-torch-no-gpu-mixed-dists-SYNTHETIC.txt")
+    )
+    fake_host.replay("docker-python3-pip", err="/usr/bin/python3: No module named pip\n", rc=1)
+    code, payload = fake_host.run_json("health", "--image", IMAGE)
+    found = ids(payload)
+    assert code == 1
+    blind = found["HLT-IMG006"]
+    assert blind["severity"] == "fail" and "cannot use the GPUs" in blind["title"]
+    assert "torch.cuda.is_available() = False, device_count = 0" in blind["evidence"][0]
+    # pip missing: the probe's own distribution list still shows the CUDA 12/13 mix
+    assert found["HLT-IMG004"]["severity"] == "fail"
+    assert payload["health"]["in_image"]["pip_error"] == "/usr/bin/python3: No module named pip"

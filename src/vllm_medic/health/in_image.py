@@ -25,6 +25,11 @@ VERSION_PROBE = (
     "        r[p] = md.version(p)\n"
     "    except Exception:\n"
     "        pass\n"
+    "r['dists'] = {}\n"
+    "for d in md.distributions():\n"
+    "    n = (d.metadata['Name'] or '').lower().replace('_', '-')\n"
+    "    if n.startswith(('nvidia-', 'torch', 'vllm', 'flashinfer', 'triton', 'cupy', 'deep-gemm', 'deep-ep')):\n"
+    "        r['dists'][n] = d.version\n"
     "try:\n"
     "    import torch\n"
     "    r['torch_cuda'] = torch.version.cuda\n"
@@ -210,8 +215,14 @@ def from_outputs(files: dict[str, str], probes: dict[str, Any] | None = None) ->
                 "line": ver_text.strip()[-300:],
             }
     pip_text = files.get("in-image-pip-list.txt")
-    if pip_text is not None:
-        pkgs = parse_pip_freeze(pip_text)
+    dists = (out.get("versions") or {}).get("dists")
+    if pip_text is not None or isinstance(dists, dict):
+        # pip may be missing from the image (uv-built envs): the probe's own distribution list counts too
+        pkgs = parse_pip_freeze(pip_text or "")
+        if isinstance(dists, dict):
+            pkgs = {**{str(k): str(v) for k, v in dists.items()}, **pkgs}
+        if pip_text is not None and not parse_pip_freeze(pip_text):
+            out["pip_error"] = (pip_text.strip().splitlines() or ["no output"])[-1][:300]
         out["packages_count"] = len(pkgs)
         out["cuda_userspace"] = cuda_userspace(pkgs)
         out["packages"] = {

@@ -681,6 +681,30 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     [f"host {host_count}, container {seen}"],
                 )
             )
+    if (
+        versions
+        and smi.get("ok")
+        and (versions.get("cuda_available") is False or versions.get("device_count") == 0)
+    ):
+        out.append(
+            Finding(
+                "HLT-IMG006",
+                Severity.FAIL,
+                Category.DRIVER_CUDA,
+                f"torch inside {name} cannot use the GPUs that nvidia-smi shows",
+                [
+                    f"torch.cuda.is_available() = {versions.get('cuda_available')}, device_count = {versions.get('device_count')}",
+                    f"torch {versions.get('torch', '?')} built for CUDA {versions.get('torch_cuda', '?')}; "
+                    f"driver {smi.get('driver_version')} (max CUDA {smi.get('cuda_version')}); nvidia-smi sees {smi.get('gpu_count')} GPU(s)",
+                ],
+                [
+                    "A torch CUDA newer than the driver supports, or CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES hiding the GPUs: "
+                    "compare torch.version.cuda with the driver's CUDA, and run "
+                    "`docker run --rm --gpus all --entrypoint python3 IMAGE -c 'import torch; torch.cuda.init()'` to see the error."
+                ],
+                [DOCS_CUDA_COMPAT],
+            )
+        )
     fams = img.get("cuda_userspace") or {}
     if len([f for f in fams if f in ("12", "13")]) > 1:
         out.append(
