@@ -149,3 +149,18 @@ def test_torch_blind_to_gpus_and_no_pip_in_image(fake_host):
     # pip missing: the probe's own distribution list still shows the CUDA 12/13 mix
     assert found["HLT-IMG004"]["severity"] == "fail"
     assert payload["health"]["in_image"]["pip_error"] == "/usr/bin/python3: No module named pip"
+
+
+def test_hung_container_is_killed_within_the_image_timeout(fake_host):
+    import time
+
+    _host(fake_host)
+    fake_host.replay("docker-nvidia-smi", out="never\n", hang=120)
+    fake_host.replay("docker-python3-versions", out="never\n", hang=120)
+    fake_host.replay("docker-python3-pip", out="never\n", hang=120)
+    started = time.monotonic()
+    code, payload = fake_host.run_json("health", "--image", IMAGE, "--image-timeout", "1")
+    assert time.monotonic() - started < 60
+    f = ids(payload)["HLT-IMG001"]
+    assert code == 1 and any("no answer within" in e for e in f["evidence"])
+    assert all(p["timed_out"] for p in payload["health"]["in_image"]["probes"].values())
