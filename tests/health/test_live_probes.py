@@ -142,3 +142,21 @@ def test_ctrl_c_keeps_what_was_measured(fake_host, tmp_path):
     assert proc.returncode == 130
     assert "Traceback" not in err and "interrupted" in err
     assert "NVRM: Xid (PCI:0000:2b:00): 79" in (save / "dmesg.txt").read_text()
+
+
+def test_secrets_in_probe_outputs_never_reach_json_or_saved_files(fake_host, tmp_path):
+    secret = "hf_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3"
+    fake_host.replay(
+        "dmesg",
+        out=f"[ 9.0] NVRM: Xid (PCI:0000:2b:00): 79, pid=77, name=vllm serve --api-key sk-{'x' * 24} HF_TOKEN={secret}\n",
+    )
+    fake_host.replay(
+        "systemctl-nvidia-fabricmanager", out=f"   Active: inactive (dead)\nHF_TOKEN={secret}\n", rc=3
+    )
+    save = tmp_path / "saved"
+    proc = fake_host.run_cli("health", "--save", str(save), "--json")
+    assert secret not in proc.stdout and "sk-xxxxxxxx" not in proc.stdout
+    assert "HLT-XID079" in proc.stdout
+    for f in save.iterdir():
+        text = f.read_text()
+        assert secret not in text and "sk-xxxxxxxx" not in text, f.name
