@@ -80,3 +80,23 @@ def test_follow_cli_streams_json_lines_and_stops_on_ctrl_c(tmp_path):
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 1  # a root cause was seen
     assert "Traceback" not in err
+
+
+def test_follow_docker_logs(monkeypatch):
+    """`docker logs --follow` through the fake docker (real vLLM output replayed)."""
+    fakebin = Path(__file__).resolve().parent / "fakebin"
+    monkeypatch.setenv("PATH", f"{fakebin}{os.pathsep}{os.environ['PATH']}")
+    q: queue.Queue[Anomaly] = queue.Queue()
+    stop = threading.Event()
+    t = threading.Thread(
+        target=follow, args=([], q.put, stop), kwargs={"docker": ["vllm-badarch"]}, daemon=True
+    )
+    try:
+        t.start()
+        seen = [_next(q)]
+        while seen[-1].signature != "arch-not-supported":
+            seen.append(_next(q))
+        assert seen[-1].source == "docker:vllm-badarch" and seen[-1].role == "root"
+    finally:
+        stop.set()
+        t.join(timeout=10)
