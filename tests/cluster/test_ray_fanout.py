@@ -26,6 +26,11 @@ def test_collect_ray_gathers_every_node_and_check_names_the_odd_one(ray_cluster,
 
     res = runner.invoke(app, ["check", "--from", str(out), "--json"])
     assert res.exit_code == 1, res.output
+    import traceback
+
+    assert res.stdout.lstrip().startswith("{"), (
+        "".join(traceback.format_exception(*res.exc_info)) if res.exc_info else res.output
+    )
     payload = json.loads(res.stdout)
     ids = {f["id"]: f for f in payload["findings"]}
     assert "CLU001" in ids and "575.57.08" in " ".join(ids["CLU001"]["evidence"])

@@ -54,18 +54,20 @@ def check_multinode(
     hardware: str | None = None,
 ) -> tuple[list[Finding], dict[str, Any]]:
     from vllm_medic.checks.api import run_checks
+    from vllm_medic.checks.inputs import Evidence
 
     summary, nodes = load_multinode(path)
     per_node: dict[str, list[Finding]] = {}
     for node, result in nodes.items():
+        ev = Evidence(result.snapshot, f"node {node}", dict(result.raw), dict(result.manifest))
         per_node[node] = run_checks(
-            result.snapshot,
+            ev.snapshot,
             recipe,
             model_config=model_config,
             strategy=strategy,
             hardware=hardware,
-            raw=result.raw,
-            sources=result.manifest.get("sources"),
+            raw=ev.raw,
+            sources=ev.sources,
         )
     findings = fold(per_node)
     report = compare({n: r.snapshot for n, r in nodes.items()})

@@ -1,0 +1,82 @@
+"""`collect --ray ADDRESS | --hosts FILE | --k8s SELECTOR`: one multi-node bundle for the cluster."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from vllm_medic.collect.api import CollectOptions
+from vllm_medic.errors import UsageError
+
+
+@dataclass
+class FanoutOptions:
+    ray: str | None = None
+    hosts: Path | None = None
+    k8s: str | None = None
+    namespace: str | None = None
+    container: str | None = None
+    ssh_key: str | None = None
+    ssh_user: str | None = None
+    ssh_accept_new: bool = False
+
+    @property
+    def requested(self) -> bool:
+        return any((self.ray, self.hosts, self.k8s))
+
+
+def run_fanout(
+    fan: FanoutOptions, opts: CollectOptions, output: Path | None, as_json: bool, out: Console
+) -> Path:
+    from vllm_medic.cluster import fanout
+    from vllm_medic.cluster.bundle import cluster_summary, write_multinode_bundle
+    from vllm_medic.cluster.multicheck import render_table
+    from vllm_medic.report.jsonout import dumps
+
+    chosen = [name for name, v in (("--ray", fan.ray), ("--hosts", fan.hosts), ("--k8s", fan.k8s)) if v]
+    if len(chosen) > 1:
+        raise UsageError(f"choose one transport, not {' and '.join(chosen)}")
+    if fan.ray:
+        collections = fanout.collect_ray(None if fan.ray == "auto" else fan.ray, opts)
+    elif fan.hosts:
+        targets = fanout.parse_hosts_file(fan.hosts)
+        collections = fanout.collect_ssh(
+            targets,
+            opts,
+            key_filename=fan.ssh_key,
+            user=fan.ssh_user,
+            accept_new_host_keys=fan.ssh_accept_new,
+        )
+    else:
+        collections = fanout.collect_k8s(str(fan.k8s), opts, namespace=fan.namespace, container=fan.container)
+    if not collections:
+        raise UsageError("the cluster reported no alive nodes")
+    dest = output or Path(f"vllm-medic-cluster-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
+    dest = write_multinode_bundle(collections, dest)
+    summary, _report = cluster_summary(collections)
+    if as_json:
+        sys.stdout.write(dumps(summary) + "\n")
+        return dest
+    for entry in summary["nodes"]:
+        status = "[green][✓][/]" if entry["status"] == "ok" else "[red][✗][/]"
+        detail = f"{entry['duration_s']:.1f} s" + (
+            f", clock offset {entry['clock_offset_s']:+.3f} s"
+            if entry.get("clock_offset_s") is not None
+            else ""
+        )
+        out.print(f"{status} {escape(entry['node'])} via {entry['transport']} ({detail})", highlight=False)
+        if entry.get("error"):
+            out.print(f"    {escape(str(entry['error']))}", highlight=False)
+    render_table(out, summary["consistency"] | {"nodes": summary["nodes"]})
+    ok = sum(1 for e in summary["nodes"] if e["status"] == "ok")
+    out.print(
+        f"\nMulti-node bundle: {escape(str(dest))} ({ok}/{len(summary['nodes'])} nodes collected). "
+        f"Next: vllm-medic check --from {escape(str(dest))} --recipe RECIPE",
+        highlight=False,
+    )
+    return dest
