@@ -251,7 +251,7 @@ def test_from_the_shipped_example_without_a_manifest(tmp_path):
     "make,needle",
     [
         (lambda p: p / "nope", "does not exist"),
-        (lambda p: (p / "f.txt").write_text("x") and p / "f.txt", "neither a directory nor"),
+        (lambda p: (p / "f.txt").write_text("x") and p / "f.txt", "nor a terminal transcript"),
         (
             lambda p: (p / "d").mkdir() or (p / "d" / "notes.md").write_text("x") and p / "d",
             "no captured outputs",
@@ -452,3 +452,13 @@ def test_launch_config_file_travels_with_the_bundle(recordings, tmp_path):
     )
     again = _snapshot(run_cli(["collect", "--from", str(out), "--json"], env))
     assert again["launch"] == live["launch"]
+
+
+def test_from_a_single_pasted_transcript(tmp_path):
+    transcript = DATA / "nvidia-smi-errors/nvml-version-mismatch-580.178-plus-proc-driver-version.txt"
+    snap = _snapshot(run_cli(["collect", "--from", str(transcript), "--json"], fake_env(tmp_path)))
+    assert snap["driver"]["status"] == "version_mismatch"
+    assert snap["driver"]["nvml_library_version"] == "580.178"
+    assert (
+        snap["driver"]["kernel_module_version"] == "580.173.02"
+    )  # from the `cat /proc/driver/nvidia/version` part

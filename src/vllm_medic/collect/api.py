@@ -400,7 +400,7 @@ def load_captured(path: Path) -> CollectResult:
         elif tarfile.is_tarfile(path):
             files = _read_tar(path)
         else:
-            raise UsageError(f"{path} is neither a directory nor a .tar.gz bundle")
+            files = _read_transcript(path)
     except PermissionError as exc:
         raise UsageError(f"cannot read {path}: permission denied ({exc.filename or path})") from None
     except (OSError, tarfile.TarError, EOFError) as exc:
@@ -489,6 +489,22 @@ def _read_dir(path: Path) -> dict[str, bytes]:
             continue
         with p.open("rb") as fh:
             files[p.name] = fh.read(MAX_CAPTURED_FILE_BYTES)
+    return files
+
+
+def _read_transcript(path: Path) -> dict[str, bytes]:
+    """A single pasted terminal transcript (`$ nvidia-smi` + output, `$ lsmod | grep nvidia` + ...)."""
+    from vllm_medic.collect.transcript import split_transcript
+
+    with path.open("rb") as fh:
+        data = fh.read(MAX_CAPTURED_FILE_BYTES)
+    files, _unknown = split_transcript(data.decode("utf-8", "replace"))
+    if not files:
+        raise UsageError(
+            f"{path} is neither a directory, a .tar.gz bundle, nor a terminal transcript with known commands "
+            "(lines like `$ nvidia-smi` followed by their output)"
+        )
+    files[f"transcript-{path.name}"] = data  # the original paste travels with the bundle
     return files
 
 
