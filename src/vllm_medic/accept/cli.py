@@ -75,6 +75,15 @@ def accept(
         float,
         typer.Option("--error-budget", help="Max error fraction per ramp level before it counts as broken."),
     ] = 0.01,
+    max_client_lag: Annotated[
+        float,
+        typer.Option(
+            "--max-client-lag-ms",
+            help="Load-generator self-check: a level whose event-loop lag p99 exceeds this is invalid "
+            "(client saturation). Raise it only on a client host you know is shared.",
+            metavar="MS",
+        ),
+    ] = 20.0,
     request_timeout: Annotated[
         str, typer.Option("--request-timeout", help="Per-request timeout, e.g. 60s.", metavar="S")
     ] = "60s",
@@ -124,6 +133,8 @@ def accept(
         raise UsageError("give either --requests-per-step or --step-duration, not both")
     if not 0.0 <= error_budget < 1.0:
         raise UsageError("--error-budget is a fraction in [0, 1), e.g. 0.01")
+    if max_client_lag <= 0:
+        raise UsageError("--max-client-lag-ms must be positive")
     if bundle is not None and not bundle.exists():
         raise UsageError(f"--bundle {bundle}: no such file or directory")
     if html is not None and not html.expanduser().resolve().parent.is_dir():
@@ -145,6 +156,7 @@ def accept(
         requests_per_step=None if step_duration else (requests_per_step or (8 if quick else 32)),
         step_duration_s=parse_duration(step_duration, "--step-duration") if step_duration else None,
         error_budget=error_budget,
+        max_client_lag_ms=max_client_lag,
         request_timeout_s=parse_duration(request_timeout, "--request-timeout"),
         ready_timeout_s=parse_duration(ready_timeout, "--ready-timeout"),
         soak_s=parse_duration(soak, "--soak") if soak else (10.0 if quick else 300.0),

@@ -30,6 +30,9 @@ class AcceptOptions:
     requests_per_step: int | None = 32
     step_duration_s: float | None = None
     error_budget: float = 0.01
+    max_client_lag_ms: float = (
+        20.0  # the load generator's self-check: event-loop lag p99 above this = invalid
+    )
     request_timeout_s: float = 60.0
     ready_timeout_s: float = 60.0
     soak_s: float = 300.0

@@ -1,9 +1,11 @@
-"""Traffic for the ramp and soak steps: one level of load through the open-loop load generator
+"""Traffic for the ramp and soak steps: one level of load through the load generator
 (``accept.loadgen``), with the server's metrics scraped before and after it.
 
-The generator measures from intended send times, takes timestamps on socket read, counts tokens from
-``usage``, samples ``/health`` and ``/metrics`` while it runs (and once after), and checks itself
-(event-loop lag, CPU): a level it cannot drive honestly comes back ``valid=False``.
+A ramp level is ``concurrency`` requests kept in flight (the generator's closed-loop schedule: that is
+what "concurrency N" means to a capacity plan). The generator measures every latency from the
+request's intended send time, takes timestamps on socket read, counts tokens from ``usage``, samples
+``/health`` and ``/metrics`` while it runs (and once after), and checks itself (event-loop lag, CPU): a
+level it cannot drive honestly comes back ``valid=False`` and the ramp calls it client saturation.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ async def run_level(
         timeout_s=opts.request_timeout_s,
         stall_timeout_s=opts.request_timeout_s,
         metrics_interval_s=WATCH_INTERVAL_S,
+        max_lag_ms=opts.max_client_lag_ms,
         stop_when=stop_when_server_gone,
     )
     try:
