@@ -30,7 +30,12 @@ def headline(result: CollectResult) -> str:
     if d.version:
         parts.append(f"driver {d.version}" + (f" (CUDA {d.cuda_version})" if d.cuda_version else ""))
     elif d.status != "unknown":
-        parts.append(f"driver: {d.status}")
+        versions = [
+            f"{label} {v}"
+            for label, v in (("NVML", d.nvml_library_version), ("kernel module", d.kernel_module_version))
+            if v
+        ]
+        parts.append(f"driver: {d.status}" + (f" ({', '.join(versions)})" if versions else ""))
     if snap.gpus:
         names = sorted({g.name for g in snap.gpus if g.name})
         parts.append(f"{len(snap.gpus)} GPU(s) {', '.join(names)}".strip())
