@@ -154,3 +154,20 @@ def test_sockets_fail_when_the_bundle_shows_rdma_ports(fake_host, tmp_path):
         "nccl-path", str(NCCL / "ib-gdrdma-a100-nccl-707-excerpt.txt"), "--from", str(tmp_path / "none")
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_cumem_channels_interleaved_lines_and_ray_wrapped_init():
+    code, out = _run(
+        NCCL / "p2p-cumem-interleaved-vllm-pr-27521-excerpt.txt",
+        NCCL / "nvls-mnnvl-ray-vllm-15769-excerpt.txt",
+    )
+    rows = {r["process"]: r for r in out["ranks"]}
+    cumem = rows["os-node-created-f8h54:5016[1]"]
+    assert cumem["transports"] == {"P2P/CUMEM": 4} and cumem["rank"] == 1
+    ray = rows["vllm-0:539[6]"]
+    assert (ray["rank"], ray["nranks"], ray["nnodes"]) == (6, 8, 1)
+    assert ray["env"] == {"NCCL_P2P_LEVEL": "NVL", "NCCL_CUMEM_ENABLE": "0"}  # Ray's "[repeated Nx]" stripped
+    assert (
+        next(t for t in out["table"] if t["host"] == "vllm-0")["transports"] == "- (NVLS multicast available)"
+    )
+    assert code == 0

@@ -38,6 +38,9 @@ _CHANNEL = re.compile(
 )
 _NVLS = re.compile(r"(Connected NVLS|NVLS comm|nvlsSupport 1|NVLS multicast support is available)")
 
+# Ray's log deduplication appends " [repeated 15x across cluster]" to worker lines
+_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+
 RDMA_HCA_KINDS = {"IB", "RoCE"}
 _VIRTUAL_IFACE = re.compile(
     r"^(lo|docker\d*|virbr\d*|veth\w*|cni\d*|flannel[\w.]*|cali\w+|br-\w+|tailscale\d*|wg\d*)$"
@@ -75,7 +78,7 @@ class RankRow:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["key"] = self.key
+        d["process"] = self.key  # not "key": JSON output redacts fields named like secrets
         d["gdr_rdma"] = gdr_summary(self)
         return d
 
@@ -163,9 +166,8 @@ def split_nccl_line(raw: str) -> tuple[tuple[str, int, int], str] | None:
             parts = tokens[i - 1].rsplit(":", 2)
             if len(parts) == 3 and parts[0] and parts[1].isdigit() and parts[2].isdigit():
                 where = " ".join(tokens[i + 1 :])
-                return (parts[0], int(parts[1]), int(dev[1:-1])), (
-                    f"{where} " if where else ""
-                ) + msg.rstrip()
+                msg = _RAY_REPEATED.sub("", msg.rstrip())
+                return (parts[0], int(parts[1]), int(dev[1:-1])), (f"{where} " if where else "") + msg
             return None
     return None
 
@@ -476,7 +478,8 @@ def table_rows(rows: list[RankRow]) -> list[dict[str, str]]:
                 "dev": str(r.device),
                 "nccl": r.nccl_version or "-",
                 "network": r.network or ("Socket (no IB device)" if r.ib_absent else "-"),
-                "transports": ", ".join(f"{t}" for t in sorted(r.transports)) or ("NVLS" if r.nvls else "-"),
+                "transports": ", ".join(f"{t}" for t in sorted(r.transports))
+                or ("- (NVLS multicast available)" if r.nvls else "-"),
                 "interfaces": ", ".join(
                     x
                     for x in [
