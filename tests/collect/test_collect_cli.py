@@ -462,3 +462,20 @@ def test_from_a_single_pasted_transcript(tmp_path):
     assert (
         snap["driver"]["kernel_module_version"] == "580.173.02"
     )  # from the `cat /proc/driver/nvidia/version` part
+
+
+def test_json_into_a_closed_pipe_is_not_an_error(tmp_path):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written: every write gets EPIPE
+    try:
+        proc = subprocess.run(
+            CLI + ["collect", "--from", str(EXAMPLE), "--json"],
+            env=fake_env(tmp_path),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0 and "internal error" not in proc.stderr and "Traceback" not in proc.stderr

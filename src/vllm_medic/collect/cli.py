@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -124,7 +125,11 @@ def collect_command(
         result = collect_here(CollectOptions(image=image, launch=launch, timeout_s=timeout, model_path=model))
         dest = write_bundle(result, output or _default_bundle_dir(result.snapshot.node))
     if as_json:
-        sys.stdout.write(dumps(result.snapshot.to_dict()) + "\n")
+        try:
+            sys.stdout.write(dumps(result.snapshot.to_dict()) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # `collect --json | head`: the reader left; the bundle is written
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         print_summary(result, dest, stderr, brief=True)
     else:
         from vllm_medic.cli_common import console
