@@ -236,3 +236,42 @@ def test_a_saturated_client_invalidates_the_level_instead_of_blaming_the_server(
     f = ramp["findings"][0]
     assert f["id"] == "ACC-RAMP-005" and f["severity"] == "warn" and "client saturated" in f["title"]
     assert len(ramp["data"]["levels"]) == 1
+
+
+FAKE_PYNVML = '''"""FAKE pynvml for a test (NVML cannot run on this GPU-less machine): two GPUs using 3 GiB and 5 GiB."""
+class _Mem:
+    def __init__(self, used):
+        self.used = used
+def nvmlInit():
+    pass
+def nvmlShutdown():
+    pass
+def nvmlDeviceGetCount():
+    return 2
+def nvmlDeviceGetHandleByIndex(i):
+    return i
+def nvmlDeviceGetMemoryInfo(h):
+    return _Mem((3 if h == 0 else 5) * 1024 * 1024 * 1024)
+'''
+
+
+def test_gpu_memory_peak_comes_from_nvml_for_a_local_server(sim, accept, tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "pynvml.py").write_text(FAKE_PYNVML)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    r = accept(sim().url, "--steps", "ramp", "--concurrency", "1", *LAG)
+    level = r.step("ramp")["data"]["levels"][0]
+    assert level["gpu_memory_peak_mib"] == 8192.0
+    assert level["gpu_memory_source"].startswith("nvml")
+
+
+def test_gpu_memory_is_unknown_and_says_why_without_nvml(sim, accept, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails, as on a host without nvidia-ml-py
+    r = accept(sim().url, "--steps", "ramp", "--concurrency", "1", *LAG)
+    level = r.step("ramp")["data"]["levels"][0]
+    assert level["gpu_memory_peak_mib"] is None
+    assert "NVML not importable" in level["gpu_memory_source"]

@@ -63,8 +63,8 @@ def summarise_level(run: LevelRun) -> dict[str, Any]:
             "loop_lag_p99_ms": None if lag.get("p99") is None else round(lag["p99"] * 1000.0, 2),
         },
         "stopped_reason": res.stopped_reason,
-        "gpu_memory_peak_mib": None,
-        "gpu_memory_source": "unknown (no NVML here and vLLM's /metrics has no GPU memory gauge)",
+        "gpu_memory_peak_mib": run.gpu_memory_peak_mib,
+        "gpu_memory_source": run.gpu_memory_source,
         "preemptions": peaks["preemptions_delta"],
         "error_examples": [str(e)[:300] for e in res.first_errors[:3]],
     }

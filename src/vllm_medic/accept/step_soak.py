@@ -275,7 +275,7 @@ async def _soak_windows(
                 "kv_cache_usage": res.server_peaks()["kv_cache_usage_max"],
                 "health_failures": len(health_failures(res)),
                 "valid": res.valid,
-                "gpu_memory_mib": None,
+                "gpu_memory_mib": run.gpu_memory_peak_mib,
             }
         )
         net_lines += follower.new_network_lines()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_medic.accept.context import RunContext, probes
+from vllm_medic.accept.gpumem import GpuMemorySampler
 
 WATCH_INTERVAL_S = 1.0
 SERVER_GONE_KINDS = ("refused", "reset", "disconnect", "connect_timeout", "dns")
@@ -28,6 +29,8 @@ class LevelRun:
     result: Any  # accept.loadgen.StepResult
     metrics_before: Any = None
     metrics_after: Any = None
+    gpu_memory_peak_mib: float | None = None
+    gpu_memory_source: str = "unknown"
 
 
 def request_body(max_tokens: int) -> dict[str, Any]:
@@ -83,13 +86,19 @@ async def run_level(
         max_lag_ms=opts.max_client_lag_ms,
         stop_when=stop_when_server_gone,
     )
+    gpu = GpuMemorySampler(opts.url).start()
     try:
         result = await step.run()
     except asyncio.CancelledError:
         if on_partial is not None:
             on_partial(step.result)
         raise
-    return LevelRun(concurrency, result, before, await _metrics_or_none(ctx))
+    finally:
+        gpu.stop()
+    run = LevelRun(concurrency, result, before, await _metrics_or_none(ctx))
+    run.gpu_memory_peak_mib = None if gpu.peak_mib is None else round(gpu.peak_mib, 1)
+    run.gpu_memory_source = gpu.source
+    return run
 
 
 def ms_percentiles(summary: dict[str, Any]) -> dict[str, float] | None:
