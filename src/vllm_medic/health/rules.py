@@ -209,7 +209,7 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
         ev.append(
             f"nvidia-fabricmanager: {fm_state}" + (f" ({fm.get('detail')})" if fm.get("detail") else "")
         )
-        if mismatch:
+        if mismatch and mismatch["line"] not in (fm.get("detail") or ""):
             ev.append(mismatch["line"])
         out.append(
             Finding(
