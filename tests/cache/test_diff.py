@@ -251,3 +251,27 @@ def test_local_tokenizer_counts_tokens(tmp_path: Path) -> None:
     assert "approximate" in out["tokens_from"]
     code, _, err = run("diff", str(a), str(b), "--tokenizer", str(tmp_path / "missing.json"))
     assert code == 2 and "no tokenizer.json" in err
+
+
+def test_image_inputs_and_template_variables(tmp_path: Path) -> None:
+    def with_image(url: str) -> dict:
+        body = chat()
+        body["messages"][1]["content"] = [
+            {"type": "image_url", "image_url": {"url": url}},
+            {"type": "text", "text": "What is in this picture?"},
+        ]
+        return body
+
+    a = write(tmp_path / "a.json", with_image("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB"))
+    b = write(tmp_path / "b.json", with_image("https://example.invalid/cat.png"))
+    code, out, _ = run("diff", str(a), str(b), "--json")
+    assert code == 1
+    assert out["first_divergence"]["field"] == "messages[1].content[0].image_url"
+    assert out["likely_causes"] == ["image inputs"]
+    thinking = chat()
+    thinking["chat_template_kwargs"] = {"enable_thinking": True}
+    code, out, _ = run(
+        "diff", str(write(tmp_path / "c.json", chat())), str(write(tmp_path / "d.json", thinking)), "--json"
+    )
+    assert code == 1
+    assert out["likely_causes"] == ["chat-template variables"]
