@@ -301,3 +301,9 @@ def test_real_amd_deployment_reads_amd_gpus():
     launch = parse_launch(str(DATA / "launch/k8s-mistral-7b-amd-rocm-hostipc-deployment-vllm-docs.yaml"))
     assert launch.image.startswith("rocm/vllm:") and launch.args["port"] == 8000
     assert launch.runtime_options == {"gpus": "1", "ipc": "host", "network": "host", "shm_size": "8Gi"}
+
+
+def test_unresolved_variables_are_named():
+    launch = parse_launch("vllm serve $MODEL -tp ${TP}")
+    assert launch.args["tensor_parallel_size"] == "${TP}"
+    assert any("--tensor-parallel-size ${TP}" in w for w in launch.warnings)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from vllm_medic.collect.launch import merge_config_text, parse_launch_text
+from vllm_medic.collect.launch import finalize_launch, merge_config_text, parse_launch_text
 from vllm_medic.collect.parsers.docker import parse_image_inspect, parse_images_digests
 from vllm_medic.collect.parsers.network import parse_ibdev2netdev, parse_ip_link
 from vllm_medic.collect.parsers.nvidia_smi import SmiTable, parse_nvidia_smi_table
@@ -39,7 +39,7 @@ from vllm_medic.collect.parsers.system import (
 from vllm_medic.collect.parsers.topology import parse_topology
 from vllm_medic.health.files import HEALTH_FILES
 from vllm_medic.health.integrate import health_step
-from vllm_medic.redact import redact_argv, redact_env, redact_text
+from vllm_medic.redact import redact_text
 from vllm_medic.snapshot import Driver, Gpu, Launch, Snapshot, SourceError
 
 # Canonical source name -> accepted file names (first is the canonical one written to bundles).
@@ -448,11 +448,7 @@ def _launch(ctx: BuildContext) -> None:
         merge_config_text(launch, config_text)
     entry = ctx.sources.get("launch") or {}
     launch.source = str(entry.get("origin") or ctx.options.get("launch_origin") or "launch.txt")
-    launch.argv = redact_argv(launch.argv)
-    launch.env = redact_env(launch.env)
-    if launch.model is None and isinstance(launch.args.get("model"), str):
-        launch.model = launch.args["model"]
-    ctx.snapshot.launch = launch
+    ctx.snapshot.launch = finalize_launch(launch)
     if not launch.argv and not launch.args:
         ctx.unparsable("launch", "; ".join(launch.warnings) or "no vLLM command found")
 

@@ -111,7 +111,7 @@ def _parse_launch(text_or_argv: str | list[str], source: str) -> Launch:
     if isinstance(text_or_argv, list | tuple):
         launch = _from_argv([str(a) for a in text_or_argv], {}, [])
         launch.source = source
-        return _finish(launch)
+        return finalize_launch(launch)
     text = str(text_or_argv)
     path = _as_existing_file(text)
     if path is not None:
@@ -124,7 +124,7 @@ def _parse_launch(text_or_argv: str | list[str], source: str) -> Launch:
     launch = parse_launch_text(text)
     launch.source = source
     _apply_config_file(launch, path.parent if path is not None else Path.cwd())
-    return _finish(launch)
+    return finalize_launch(launch)
 
 
 def parse_launch_text(text: str) -> Launch:
@@ -790,7 +790,15 @@ def merge_config_text(launch: Launch, text: str) -> None:
             launch.model = value
 
 
-def _finish(launch: Launch) -> Launch:
+def finalize_launch(launch: Launch) -> Launch:
+    """Name unresolved variables, mask secrets, fill `model`: the last step of every parse."""
+    unresolved = sorted(
+        k for k, v in launch.args.items() if isinstance(v, str) and re.search(r"\$(\{|\()?[A-Za-z_]", v)
+    )
+    for key in unresolved:
+        launch.warnings.append(
+            f"--{key.replace('_', '-')} {launch.args[key]}: a variable not defined in the launch"
+        )
     launch.argv = redact_argv(launch.argv)
     launch.env = redact_env(launch.env)
     launch.warnings = [redact_text(w) for w in launch.warnings]
