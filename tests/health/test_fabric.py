@@ -106,3 +106,22 @@ def test_in_progress_fabric_is_a_failure_even_without_service_info(tmp_path):
     f = ids(json.loads(res.stdout))["HLT-FAB001"]
     assert res.exit_code == 1 and f["severity"] == "fail"
     assert "nvidia-fabricmanager: unknown" in f["evidence"]
+
+
+def test_collect_xml_alone_drives_fabric_and_imex_checks(tmp_path):
+    from vllm_medic.checks.api import run_checks
+    from vllm_medic.collect.api import load_captured
+    from vllm_medic.recipes.loader import load_recipe
+
+    d = tmp_path / "xml"
+    d.mkdir()
+    (d / "nvidia-smi-q.xml").write_text(data("fabric/nvidia-smi-q-x-gb200-fabric-SYNTHETIC.xml"))
+    result = load_captured(d)
+    fab = result.snapshot.extra["health"]["fabric"]["nvidia_smi_q"]["gpus"][0]
+    assert (
+        fab["cluster_uuid"] == "9c6f5af3-53bf-49b5-a436-b66766c413c3" and fab["fabric_state"] == "In Progress"
+    )
+    findings = run_checks(result.snapshot, load_recipe("generic"), raw=result.raw)
+    (f,) = [x for x in findings if x.id == "HLT-FAB"]
+    assert f.severity.value == "fail" and "802" in f.title
+    assert any("[HLT-FAB004" in e for e in f.evidence)  # IMEX not known on an MNNVL clique: said, not skipped

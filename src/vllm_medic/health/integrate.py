@@ -17,8 +17,7 @@ _EXTRA_FILES = ("nvidia-smi-q.txt", "nvidia-smi-q.xml")
 def health_from_raw(raw: dict[str, bytes], image: str | None = None) -> dict[str, Any]:
     wanted = set(HEALTH_FILES.values()) | set(_EXTRA_FILES)
     files = {name: data.decode("utf-8", "replace") for name, data in raw.items() if name in wanted}
-    has_health = any(name in files for name in HEALTH_FILES.values())
-    if not has_health:
+    if not files:  # nothing health can read (nvidia-smi -q alone is enough: fabric state, cliques)
         return {}
     from vllm_medic.health.probe import from_files  # deferred: collect imports this module at startup
 
