@@ -239,6 +239,7 @@ def ramp_findings(
     levels: list[dict[str, Any]], last_good: int | None, stop_kind: str | None, stop_reason: str | None
 ) -> list[Finding]:
     evidence = [_level_line(lv) for lv in levels]
+    extra = flap_findings(levels)
     if stop_kind is None:
         top = levels[-1]["concurrency"] if levels else None
         return [
@@ -248,7 +249,8 @@ def ramp_findings(
                 Category.OTHER,
                 f"every level up to concurrency {top} held",
                 evidence,
-            )
+            ),
+            *extra,
         ]
     category, fix = FIXES[stop_kind]
     broken = levels[-1]
@@ -259,7 +261,8 @@ def ramp_findings(
                 "ACC-RAMP-005", Severity.WARN, category,
                 f"level {broken['concurrency']} is invalid: the client saturated (last valid level {last_good})",
                 evidence, fix,
-            )
+            ),
+            *extra,
         ]  # fmt: skip
     ids = {"oom": "ACC-RAMP-001", "engine_death": "ACC-RAMP-002", "kv_full": "ACC-RAMP-003",
            "queueing": "ACC-RAMP-004", "errors": "ACC-RAMP-006"}  # fmt: skip
@@ -272,5 +275,26 @@ def ramp_findings(
             ids[stop_kind], Severity.FAIL, category,
             f"ramp broke at concurrency {broken['concurrency']}: {titles[stop_kind]} (last good level: {last_good})",
             evidence, fix,
+        ),
+        *extra,
+    ]  # fmt: skip
+
+
+def flap_findings(levels: list[dict[str, Any]]) -> list[Finding]:
+    """/health failures during levels that otherwise held: a liveness probe would have restarted the pod."""
+    flaps = [
+        f"c={lv['concurrency']}: /health failed {len(lv['health_failures'])}x "
+        f"({', '.join(sorted({str(h.get('error_kind')) for h in lv['health_failures']}))})"
+        for lv in levels
+        if lv.get("health_failures") and lv.get("status") == "ok"
+    ]
+    if not flaps:
+        return []
+    return [
+        Finding(
+            "ACC-RAMP-007", Severity.WARN, Category.OTHER,
+            "/health failed during levels that otherwise held (health flaps)", flaps,
+            ["check the server log at those times; a slow /health under load gets a pod restarted by its "
+             "liveness probe: give the probe a longer timeout"],
         )
     ]  # fmt: skip

@@ -101,6 +101,16 @@ def judge_soak(
                  "disconnects not aborted) and for prefix-cache retention settings"],
             )
         )  # fmt: skip
+    invalid = [s for s in samples if s.get("valid") is False]
+    if invalid:
+        findings.append(
+            Finding(
+                "ACC-SOAK-008", Severity.WARN, Category.OTHER,
+                f"the load generator saturated in {len(invalid)} of {len(samples)} soak windows",
+                [f"windows at t={', '.join(str(s['t_s']) for s in invalid[:10])}s: latencies there include client delay"],
+                ["run accept from a less busy host, or soak at a lower concurrency"],
+            )
+        )  # fmt: skip
     if not any(f.severity is Severity.FAIL for f in findings) and samples:
         total = sum(s["requests"] for s in samples)
         errs = sum(s["errors"] for s in samples)
