@@ -228,9 +228,11 @@ def _level_line(level: dict[str, Any]) -> str:
     e2e = (level.get("e2e_ms") or {}).get("p99")
     ttft = (level.get("ttft_ms") or {}).get("p99")
     tput = (level.get("throughput") or {}).get("output_tokens_per_s")
+    kv = level.get("kv_cache_usage_max")
+    kv_text = "n/a" if kv is None else f"{kv * 100:.1f}%"
     return (
         f"c={level['concurrency']}: {level['ok']}/{level['requests']} ok, TTFT p99 {ttft} ms, E2E p99 {e2e} ms, "
-        f"{tput} tok/s, KV max {level.get('kv_cache_usage_max')}, queue max {level.get('queue_max')}, "
+        f"{tput} tok/s, KV max {kv_text}, queue max {level.get('queue_max')}, "
         f"errors {level['errors'] or 0}"
     )
 
