@@ -19,6 +19,7 @@ def test_vllm_process_prefixes_and_timestamps():
     assert ev.timestamp == datetime(2000, 11, 30, 2, 1, 46) and ev.message == "ValueError: x"
     assert normalize_line("(VllmWorker TP3 pid=9) INFO 01-02 03:04:05 [a.py:1] hi").rank == 3
     assert normalize_line("(Worker_TP5 pid=9) INFO 01-02 03:04:05 [a.py:1] hi").rank == 5
+    assert normalize_line("(Worker_PP0_TP1_EP3 pid=9) INFO 01-02 03:04:05 [a.py:1] hi").rank == 1
     ray = normalize_line(
         "(RayWorkerWrapper pid=1355, ip=192.168.201.208) ERROR 07-25 06:51:17 worker_base.py:382] boom"
     )

@@ -59,6 +59,7 @@ _KUBE_PREFIX = re.compile(r"^\[pod/(?P<pod>[\w.\-]+)/(?P<container>[\w.\-]+)\]\s
 
 _TAGS = re.compile(r"^(?:\[[A-Za-z][\w .\-]*\]\s*)+(?:>>>\s?)?")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+_TP_IN_NAME = re.compile(r"TP\s?(?P<n>\d+)")  # "Worker_PP0_TP1_EP1", "VllmWorker TP3": the TP rank
 _RANK_IN_NAME = re.compile(r"(?:TP|DP|PP|EP|_|-|rank)(?P<n>\d+)$", re.IGNORECASE)
 _RANK_IN_MSG = re.compile(r"\[(?:PG \d+ )?Rank (?P<n>\d+)\]")
 _MONTHS = {
@@ -195,7 +196,9 @@ def normalize_line(
                 ev.node = m.group("ip")
             if m.group("kv") and (r := re.search(r"\brank=(\d+)", m.group("kv"))):
                 ev.rank = int(r.group(1))
-            elif ev.process and (r := _RANK_IN_NAME.search(ev.process.replace(" ", ""))):
+            elif ev.process and (
+                r := _TP_IN_NAME.search(ev.process) or _RANK_IN_NAME.search(ev.process.replace(" ", ""))
+            ):
                 ev.rank = int(r.group("n"))
             rest = rest[m.end() :]
             if rest[:1] == " " and rest.lstrip(" ")[:1] in ("[", ""):
