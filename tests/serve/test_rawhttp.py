@@ -168,3 +168,55 @@ def test_non_200_body_is_kept_and_redacted() -> None:
             assert key not in (s.error or "") and key not in s.body_excerpt
 
     asyncio.run(go())
+
+
+def test_timed_loop_stamps_reads_at_poll_time_not_after_other_streams_work() -> None:
+    """Two streams readable in the same poll: slow processing of the first must not delay the second's
+    stamp on a timed loop (it does on a plain asyncio loop, by the time the first one took)."""
+    import time
+
+    from vllm_medic.serve import timedloop
+
+    blob = HEAD_CHUNKED + _chunked(_sse(EVENTS))
+    gate = asyncio.Event
+
+    async def scenario() -> float:
+        release = gate()
+        srv_ready: list[asyncio.StreamWriter] = []
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            srv_ready.append(writer)
+            await release.wait()
+            writer.write(blob)  # both answers are written back to back, so one poll sees both
+            await writer.drain()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/x"
+        stamps: dict[str, float] = {}
+
+        def sink(name: str):
+            def on_data(data: bytes, t: float) -> None:
+                if name not in stamps:
+                    stamps[name] = t
+                    time.sleep(0.05)  # a slow consumer blocks the loop before the other callback runs
+
+            return on_data
+
+        pool = RawPool()
+        tasks = [
+            asyncio.create_task(
+                pool.stream(url, headers={}, body=b"{}", sink=sink(n), total_s=10, stall_s=None)
+            )
+            for n in ("a", "b")
+        ]
+        while len(srv_ready) < 2:
+            await asyncio.sleep(0.005)
+        release.set()
+        await asyncio.gather(*tasks)
+        pool.close()
+        server.close()
+        return abs(stamps["a"] - stamps["b"])
+
+    assert timedloop.run(scenario()) < 0.02
+    assert asyncio.run(scenario()) >= 0.045  # the plain loop charges the first stream's 50 ms to the second

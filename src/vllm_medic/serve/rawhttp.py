@@ -3,7 +3,8 @@
 Why not aiohttp here: the load generator must out-run the server it measures on one client core,
 and time every read *on the socket read*. aiohttp's per-chunk Python layers (StreamReader, payload
 parser callbacks) cost more than everything else we do per SSE event. Here ``data_received`` stamps
-``time.perf_counter()`` first, de-chunks the body in place and hands the bytes, with that stamp, to
+the read first (``time.perf_counter()``, or on a ``serve.timedloop`` loop the moment the poll that
+found the bytes returned), de-chunks the body in place and hands the bytes, with that stamp, to
 the caller's sink. Everything else (health, models, metrics, non-streaming calls) stays on aiohttp.
 
 Scope: HTTP/1.1 (plain or TLS), ``Content-Length`` or ``chunked`` or read-until-close bodies,
@@ -23,6 +24,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from vllm_medic.serve.timedloop import TimedSelector, selector_for
 
 Sink = Callable[[bytes, float], None]
 HeadersHook = Callable[[int, dict[str, str], float], None]
@@ -77,11 +80,12 @@ class _Conn(asyncio.Protocol):
         self.in_body = False
         self.closed = False
         self.chunk_left = 0  # bytes left in the current chunk (+2 for its CRLF once > 0)
-        self.lost: asyncio.Future[None] | None = None
+        self.selector: TimedSelector | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.selector = selector_for(asyncio.get_running_loop())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -100,7 +104,8 @@ class _Conn(asyncio.Protocol):
             )
 
     def data_received(self, data: bytes) -> None:
-        t = time.perf_counter()
+        # On a timed loop: when the poll that found these bytes returned (see serve/timedloop.py).
+        t = self.selector.poll_time if self.selector is not None else time.perf_counter()
         req = self.req
         if req is None or req.done.done():
             self.buf = b""
