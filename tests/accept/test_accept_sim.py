@@ -275,3 +275,31 @@ def test_gpu_memory_is_unknown_and_says_why_without_nvml(sim, accept, monkeypatc
     level = r.step("ramp")["data"]["levels"][0]
     assert level["gpu_memory_peak_mib"] is None
     assert "NVML not importable" in level["gpu_memory_source"]
+
+
+def test_archive_takes_the_environment_from_a_bundle_and_attaches_it(sim, accept, db_url, tmp_path):
+    bundle = DATA.parent / "checks" / "bundles" / "b200-r575-k3"  # real captured outputs (see its SOURCES.md)
+    sheet = tmp_path / "sheet.html"
+    r = accept(sim().url, "--steps", "archive", "--bundle", str(bundle), "--html", str(sheet))
+    assert r.exit_code == 0, r.stdout
+    data = r.step("archive")["data"]
+    assert data["snapshot_origin"] == f"bundle {bundle}"
+    assert data["driver_version"] == "575.57.08" and data["gpus"][0] == "NVIDIA B200"
+    assert data["vllm_version"] == "0.32.0+vllm-medic-sim"
+    assert "--tensor-parallel-size" in data["launch_args"] and data["launch_args_source"].startswith(
+        "snapshot"
+    )
+    store = open_store(db_url)
+    run = store.get_run(r.json["run_id"])
+    assert any(a["name"] == "snapshot.json" for a in run["attachments"])
+    assert b"575.57.08" in store.get_attachment(r.json["run_id"], "snapshot.json")
+    assert "575.57.08" in sheet.read_text()
+
+
+def test_a_broken_bundle_is_a_warning_not_a_crash(sim, accept, tmp_path):
+    bad = tmp_path / "bundle.tgz"
+    bad.write_bytes(b"this is not a tarball")
+    r = accept(sim().url, "--steps", "archive", "--bundle", str(bad))
+    assert r.exit_code == 0, r.stdout + r.stderr
+    f = next(f for f in r.step("archive")["findings"] if f["id"] == "ACC-ARCHIVE-002")
+    assert f["severity"] == "warn"

@@ -84,6 +84,9 @@ async def run_archive(ctx: RunContext) -> StepOutcome:
         try:
             server["vllm_version"] = server["vllm_version"] or await ctx.client.version()
             models = await ctx.client.models()
+            if ctx.model is None and models:
+                ctx.model = str(models[0].get("id"))
+                server["model"] = ctx.model
             server["models"] = [
                 {"id": m.get("id"), "root": m.get("root"), "max_model_len": m.get("max_model_len")}
                 for m in models
@@ -107,6 +110,7 @@ async def run_archive(ctx: RunContext) -> StepOutcome:
         launch = launch_args_from_logs(sources)
         if launch is not None:
             out.data["launch_args"] = _argv_from_non_default(launch)
+            out.data["launch_args_source"] = "server log (non-default args)"
             out.data["non_default_args"] = launch
     try:
         snapshot, origin = await asyncio.to_thread(snapshot_here_or_bundle, opts.bundle, opts.collect)
@@ -172,3 +176,7 @@ def _copy_snapshot_facts(snap: dict[str, Any], data: dict[str, Any]) -> None:
     topo = snap.get("topology")
     if topo:
         data["topology"] = topo
+    launch = snap.get("launch")
+    if isinstance(launch, dict) and launch.get("argv") and not data.get("launch_args"):
+        data["launch_args"] = [str(a) for a in launch["argv"]]
+        data["launch_args_source"] = f"snapshot ({launch.get('source') or 'launch'})"
