@@ -305,3 +305,24 @@ def test_command_failures_and_hangs_are_reported_not_tracebacks(tmp_path):
     env["PATH"] = "/nonexistent"
     p = subprocess.run([str(MEDIC), "triage", "--kubectl", "x"], capture_output=True, env=env, timeout=60)
     assert p.returncode == 3 and b"kubectl is not on PATH" in p.stderr
+
+
+def test_pure_python_screen_and_user_lookahead_patterns_agree(tmp_path, monkeypatch):
+    """Without google-re2 (forced here) and with a pattern RE2 cannot compile (lookahead), the verdict
+    is the same as with the RE2 screen."""
+    case = _corpus("sglang-6017")
+    log = tmp_path / "n.log"
+    log.write_text(case["log"] + "\n", encoding="utf-8")
+    fast = json.loads(_run(str(log), "--json").stdout)["root_cause"]
+    monkeypatch.setenv("VLLM_MEDIC_TRIAGE_NO_RE2", "1")
+    slow = json.loads(_run(str(log), "--json").stdout)["root_cause"]
+    assert (fast["signature"], fast["line"]) == (slow["signature"], slow["line"]) == ("nccl-socket-warn", 7)
+    monkeypatch.delenv("VLLM_MEDIC_TRIAGE_NO_RE2")
+    cat = tmp_path / "look.yaml"
+    cat.write_text(
+        "signatures:\n  - id: ib-port-down\n    category: nccl_network\n    title: IB port down\n"
+        "    patterns: ['NCCL INFO NET/IB(?=.*ib7s400p0)']\n",
+        encoding="utf-8",
+    )
+    d = json.loads(_run(str(log), "--catalogue", str(cat), "--json").stdout)
+    assert d["root_cause"]["signature"] == "ib-port-down" and d["root_cause"]["line"] == 3

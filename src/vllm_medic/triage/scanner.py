@@ -8,6 +8,7 @@ the rest of it skipped without being held.
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import zlib
 from collections import deque
@@ -332,7 +333,11 @@ def _line_indices(block: bytes, positions: list[int]) -> set[int]:
     return out
 
 
-def build_screens(catalogue: Catalogue, *, use_re2: bool = True) -> tuple[Screen, Screen]:
+def build_screens(catalogue: Catalogue, *, use_re2: bool | None = None) -> tuple[Screen, Screen]:
+    if (
+        use_re2 is None
+    ):  # VLLM_MEDIC_TRIAGE_NO_RE2=1 forces the pure-Python screen (what runs without google-re2)
+        use_re2 = os.environ.get("VLLM_MEDIC_TRIAGE_NO_RE2", "") in ("", "0")
     return (
         Screen([*catalogue.raw_patterns(), *GENERIC_PATTERNS], use_re2=use_re2),
         Screen(SERVED_PATTERNS, use_re2=use_re2),
