@@ -361,3 +361,11 @@ def test_container_banner_then_a_table_cut_inside_its_header():
     )
     assert (r.driver.version, r.driver.cuda_version) == ("525.85.12", "12.0")
     assert r.gpus == [] and "no GPU rows" in r.problems[0]
+
+
+def test_err_in_a_gpu_row_is_flagged():
+    r = parse_nvidia_smi_table(
+        sample("nvidia-smi/v100-err-power-usage-narrow-azhpc-diagnostics-77-EXCERPT.txt")
+    )
+    assert [(g.index, g.memory_used_mib, g.bus_id) for g in r.gpus] == [(1, 593, "00008ED0:00:00.0")]
+    assert r.gpus_showing_err == [1] and "ERR! / 250W" in r.warnings[0]

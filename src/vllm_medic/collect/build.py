@@ -195,6 +195,8 @@ def _gpu_sources(ctx: BuildContext) -> None:
             if q.processes_section:
                 snap.gpu_processes = q.processes
                 break
+    if table is not None and table.gpus_showing_err:
+        snap.extra["gpus_showing_err"] = table.gpus_showing_err
     mig = (table.mig_devices if table else []) or next((q.mig_devices for q in queries if q.mig_devices), [])
     if mig:
         snap.extra["mig_devices"] = mig

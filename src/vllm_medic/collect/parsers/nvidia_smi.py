@@ -39,6 +39,7 @@ class SmiTable:
     processes: list[GpuProcess] = field(default_factory=list)
     processes_section: bool = False  # False: the process table was absent (not "no processes")
     mig_devices: list[dict[str, Any]] = field(default_factory=list)
+    gpus_showing_err: list[int] = field(default_factory=list)  # rows with ERR! (a sensor or the GPU failing)
     warnings: list[str] = field(default_factory=list)  # lines nvidia-smi printed besides the table
     problems: list[str] = field(default_factory=list)
 
@@ -158,6 +159,13 @@ def _parse_into(text: str, result: SmiTable) -> None:
             section = "gpu_header"
             continue
         cells = [c for c in stripped.strip("|").split("|")]
+        if (
+            section in ("header", "gpu_header")
+            and len(cells) >= 2
+            and _GPU_FIRST.match(cells[0])
+            and _BUS.search(cells[1])
+        ):
+            section = "gpus"  # an excerpt that starts at a GPU row (no column header pasted)
         if section == "gpus":
             first = _GPU_FIRST.match(cells[0]) if cells else None
             if first and len(cells) >= 2 and _BUS.search(cells[1]):
@@ -170,6 +178,11 @@ def _parse_into(text: str, result: SmiTable) -> None:
             if current is None:
                 continue
             line_in_block += 1
+            if "ERR!" in stripped and current.index not in result.gpus_showing_err:
+                result.gpus_showing_err.append(current.index)
+                result.warnings.append(
+                    f"GPU {current.index} shows ERR! in its row: {' '.join(stripped.split())}"
+                )
             joined = " | ".join(cells)
             mem = _MEMORY.search(cells[1] if len(cells) > 1 else joined)
             if mem and current.memory_total_mib is None:
