@@ -115,3 +115,24 @@ def test_signal_mid_soak_saves_the_run_as_interrupted(sim, db_url, sig):
     steps = {st["name"]: st for st in run["steps"]}
     assert steps["start"]["status"] == "pass" and steps["prefix_reuse"]["status"] == "pass"
     assert steps["soak"]["status"] == "skipped" and steps["soak"]["data"]["samples"]
+
+
+def test_a_failing_history_store_never_hides_the_results(sim, accept, db_url):
+    import sqlite3
+
+    open_store(db_url).close()  # create the schema, then make every step write fail like a broken disk
+    con = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+    for op in ("INSERT", "UPDATE"):
+        con.execute(
+            f"CREATE TRIGGER medic_test_fail_{op.lower()} BEFORE {op} ON medic_steps "
+            "BEGIN SELECT RAISE(ABORT, 'disk I/O error (injected by the test)'); END"
+        )
+    con.commit()
+    con.close()
+    s = sim(tool_call_parser="hermes", enable_auto_tool_choice=True)
+    r = accept(s.url, "--steps", "start,basic")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert [st["status"] for st in r.json["steps"]] == ["pass", "pass"]
+    assert r.json["store_errors"] and "disk I/O error" in r.json["store_errors"][0]
+    assert "could not be fully written" in r.stderr
+    assert "Traceback" not in r.stderr

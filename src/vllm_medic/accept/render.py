@@ -46,10 +46,23 @@ def emit(
     secret: str | None,
 ) -> ExitCode:
     code = exit_code(summary)
+    if summary.store_errors:
+        stderr.print(
+            f"[yellow]warning:[/] the run history could not be fully written ({len(summary.store_errors)} "
+            f"error(s); first: {escape(str(scrub(summary.store_errors[0], secret)))}); the results below are "
+            "complete, but `vllm-medic report` will not show all of them",
+            highlight=False,
+        )
     if junit is not None:
         write_junit(junit, all_findings(summary), "vllm-medic accept", strict)
     if html is not None:
-        _write_html(html, summary, store, secret)
+        try:
+            _write_html(html, summary, store, secret)
+        except Exception as exc:  # noqa: BLE001 - a broken store must not hide the results on stdout
+            stderr.print(
+                f"[red]error:[/] could not write the HTML sheet {escape(str(html))}: {escape(str(exc))}"
+            )
+            code = ExitCode.TOOL_ERROR if code is ExitCode.OK else code
     if as_json:
         payload: dict[str, Any] = summary.to_dict()
         payload["db"] = getattr(store, "url", None)

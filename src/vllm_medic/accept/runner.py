@@ -52,6 +52,7 @@ class RunSummary:
     interrupted: str | None = None
     tool_error: str | None = None
     db_url: str = ""
+    store_errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +60,7 @@ class RunSummary:
             "verdict": self.verdict,
             "status": "interrupted" if self.interrupted else "finished",
             "interrupted_reason": self.interrupted,
+            "store_errors": self.store_errors,
             "steps": [s.to_dict() for s in self.steps],
         }
 
@@ -200,11 +202,14 @@ def run_accept(opts: AcceptOptions, store: Any, strict: bool) -> RunSummary:
         summary.verdict = run_verdict(
             summary.steps, interrupted=summary.interrupted is not None, strict=strict
         )
-        if summary.interrupted:
-            store.mark_interrupted(run_id, summary.interrupted)
-        else:
-            store.finish_run(run_id, summary.verdict)
         finished = True
+        try:
+            if summary.interrupted:
+                store.mark_interrupted(run_id, summary.interrupted)
+            else:
+                store.finish_run(run_id, summary.verdict)
+        except Exception as exc:  # noqa: BLE001 - the results are still printed; the store problem is reported
+            recorder.errors.append(f"closing the run: {type(exc).__name__}: {exc}")
     except KeyboardInterrupt:
         summary.interrupted = summary.interrupted or "interrupted by Ctrl-C (SIGINT)"
         summary.verdict = "incomplete"
@@ -212,4 +217,5 @@ def run_accept(opts: AcceptOptions, store: Any, strict: bool) -> RunSummary:
         if not finished:
             with contextlib.suppress(Exception):
                 store.mark_interrupted(run_id, summary.interrupted or "aborted")
+    summary.store_errors = list(recorder.errors)
     return summary
