@@ -479,3 +479,13 @@ def test_json_into_a_closed_pipe_is_not_an_error(tmp_path):
     finally:
         os.close(write_end)
     assert proc.returncode == 0 and "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_launch_file_typo_is_a_usage_error_before_collecting(recordings, tmp_path):
+    log = tmp_path / "calls.jsonl"
+    proc = run_cli(
+        ["collect", "-o", str(tmp_path / "b"), "--launch", str(tmp_path / "serve.sh")],
+        fake_env(recordings, {"FAKEBIN_LOG": str(log)}),
+    )
+    assert proc.returncode == 2 and "no such file" in " ".join(proc.stderr.split())
+    assert not log.exists() and not (tmp_path / "b").exists()

@@ -530,6 +530,23 @@ def _read_tar(path: Path) -> dict[str, bytes]:
 # ---------------------------------------------------------------- bundle
 
 
+def check_launch_argument(launch: str) -> None:
+    """`--launch serve.sh` with a typo must not be read as a command line that runs nothing."""
+    text = launch.strip()
+    if text.startswith("docker:") or any(ch.isspace() for ch in text):
+        return
+    looks_like_file = os.sep in text or text.endswith(
+        (".sh", ".bash", ".yaml", ".yml", ".json", ".txt", ".env")
+    )
+    path = Path(os.path.expanduser(text))
+    if looks_like_file and not path.exists():
+        raise UsageError(
+            f"--launch {text}: no such file (give the file of the launch, its text, or docker:CONTAINER)"
+        )
+    if path.is_dir():
+        raise UsageError(f"--launch {text} is a directory; give the launch script or manifest file")
+
+
 def check_bundle_destination(dest: Path) -> None:
     """A bundle directory must be new or empty: files of an older bundle would be mixed into this one."""
     dest = Path(dest)

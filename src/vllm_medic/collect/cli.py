@@ -95,10 +95,12 @@ def collect_command(
     if timeout <= 0:
         stderr.print(f"[red]error:[/] --timeout must be positive, got {timeout:g}", highlight=False)
         raise typer.Exit(int(ExitCode.USAGE))
-    from vllm_medic.collect.api import check_bundle_destination
+    from vllm_medic.collect.api import check_bundle_destination, check_launch_argument
 
     if output is not None:
         check_bundle_destination(output)  # before collecting: a bad -o costs nothing
+    if launch and from_path is None:
+        check_launch_argument(launch)
     from vllm_medic.cluster.collect_cmd import FanoutOptions, run_fanout
 
     fan = FanoutOptions(ray, hosts, k8s, namespace, container, ssh_key, ssh_user, ssh_accept_new)
