@@ -13,6 +13,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 import vllm_tier  # noqa: E402
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "vllm_destructive: kills a real vLLM server; run after every other test so the servers are started once",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that kill a real server go last (stable order otherwise): no other test pays for a restart."""
+    items.sort(key=lambda item: item.get_closest_marker("vllm_destructive") is not None)
+
+
 @pytest.fixture(scope="session")
 def vllm_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[vllm_tier.ServerPool]:
     pool = vllm_tier.ServerPool(tmp_path_factory.mktemp("vllm-logs"))

@@ -18,8 +18,9 @@ Fixtures (lazy: a server starts only when a test first asks for it, then lives f
 Each yields a :class:`VllmServer` with ``.url``, ``.log_path`` (the server's combined stdout/stderr),
 ``.model_dir``, ``.process`` (the ``Popen``, leader of its own process group), ``.block_size`` (from
 ``vllm:cache_config_info``), ``.served_model_name`` (``"tiny"``) and ``.args``. A test may kill the
-server (``server.kill()``); the next test that asks for the same fixture gets a fresh one, so a
-destructive test never poisons later ones.
+server (``server.kill()``); mark it ``@pytest.mark.vllm_destructive`` so it runs after every other test
+(the root conftest reorders), and the next test that asks for the same fixture gets a fresh server
+anyway, so a destructive test never poisons later ones.
 
 Where the vLLM venv is missing (``scripts/setup-real-vllm.sh`` installs it; ``scripts/test.sh`` and
 ``.ci/run`` run that script) the tests that use these fixtures are skipped by name with the reason.

@@ -96,6 +96,7 @@ def test_uncached_server_fails_reuse_and_tool_calls_with_the_flags(vllm_server_u
     assert "requires --tool-call-parser" in tool["evidence"][0]
 
 
+@pytest.mark.vllm_destructive
 def test_killing_the_server_mid_ramp_is_reported_as_engine_death(vllm_server_uncached, db_url):
     srv = vllm_server_uncached
     proc = subprocess.Popen(
