@@ -58,3 +58,14 @@ def test_empty_and_summary() -> None:
     h.record(0.25)
     s = h.summary()
     assert s["p50"] == s["p99"] == 0.25 and s["max"] == 0.25
+
+
+@given(st.lists(st.floats(min_value=-1.0, max_value=7200.0) | st.just(math.nan), max_size=100))
+@settings(max_examples=60, deadline=None)
+def test_record_many_equals_recording_one_by_one(values: list[float]) -> None:
+    one = LatencyHistogram()
+    for v in values:
+        one.record(v)
+    many = LatencyHistogram()
+    many.record_many(values)
+    assert many.to_dict() == one.to_dict()

@@ -371,6 +371,7 @@ class ServerClient:
         self.trust_env = trust_env
         self._session: Any = None
         self._raw: RawPool | None = None
+        self._stream_headers: dict[str, str] | None = None
 
     # -- session -------------------------------------------------------------------------------
     async def __aenter__(self) -> ServerClient:
@@ -688,10 +689,16 @@ class ServerClient:
 
     @property
     def _raw_headers(self) -> dict[str, str]:
-        h = {"User-Agent": "vllm-medic", "Content-Type": "application/json", "Accept": "text/event-stream"}
-        if self.api_key:
-            h["Authorization"] = f"Bearer {self.api_key}"
-        return h
+        if self._stream_headers is None:
+            h = {
+                "User-Agent": "vllm-medic",
+                "Content-Type": "application/json",
+                "Accept": "text/event-stream",
+            }
+            if self.api_key:
+                h["Authorization"] = f"Bearer {self.api_key}"
+            self._stream_headers = h
+        return self._stream_headers
 
     def _exc_text(self, exc: BaseException) -> str:
         text = str(exc) or type(exc).__name__

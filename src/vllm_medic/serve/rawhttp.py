@@ -252,6 +252,9 @@ class RawPool:
     def __init__(self, connect_timeout_s: float = 30.0) -> None:
         self.connect_timeout_s = connect_timeout_s
         self._idle: dict[tuple[str, int, bool], list[_Conn]] = {}
+        self._heads: dict[
+            tuple[str, str, tuple[tuple[str, str], ...]], tuple[tuple[str, int, bool], bytes]
+        ] = {}
         self._ssl: ssl_mod.SSLContext | None = None
 
     async def _connect(self, host: str, port: int, tls: bool) -> _Conn:
@@ -282,16 +285,23 @@ class RawPool:
         stall_s: float | None,
         on_headers: HeadersHook | None = None,
     ) -> RawResponse:
-        parts = urlsplit(url)
-        tls = parts.scheme == "https"
-        host = parts.hostname or "127.0.0.1"
-        port = parts.port or (443 if tls else 80)
-        path = parts.path + (f"?{parts.query}" if parts.query else "")
-        host_header = host if parts.port is None else f"{host}:{port}"
-        head = [f"{method} {path or '/'} HTTP/1.1", f"Host: {host_header}", f"Content-Length: {len(body)}"]
-        head += [f"{k}: {v}" for k, v in headers.items()]
-        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-        key = (host, port, tls)
+        cache_key = (method, url, tuple(headers.items()))
+        prepared = self._heads.get(cache_key)
+        if prepared is None:  # parse the URL and build the header block once per (url, headers)
+            parts = urlsplit(url)
+            tls = parts.scheme == "https"
+            host = parts.hostname or "127.0.0.1"
+            port = parts.port or (443 if tls else 80)
+            path = parts.path + (f"?{parts.query}" if parts.query else "")
+            host_header = host if parts.port is None else f"{host}:{port}"
+            head = [f"{method} {path or '/'} HTTP/1.1", f"Host: {host_header}"]
+            head += [f"{k}: {v}" for k, v in headers.items()]
+            prepared = ((host, port, tls), ("\r\n".join(head) + "\r\nContent-Length: ").encode("latin-1"))
+            if len(self._heads) < 64:
+                self._heads[cache_key] = prepared
+        key, head_bytes = prepared
+        host, port, tls = key
+        request = head_bytes + b"%d\r\n\r\n" % len(body) + body
         for attempt in (0, 1):
             idle = self._idle.get(key) or []
             conn = None
