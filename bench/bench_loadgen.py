@@ -6,8 +6,9 @@ What it measures (issue 4 targets):
    streaming server (pinned to another core) as hard as they can (closed loop, fixed concurrency).
    Reported: completed requests/s and streamed chunks/s, median over --repeats alternating runs, and
    the ratio ours / vllm bench serve (target >= 2x).
-2. Overhead at 256 concurrent streams: the server paces its chunks (first after --pace-ms, then one
-   every --pace-ms) and stamps each with its own send time (time.perf_counter = CLOCK_MONOTONIC,
+2. Overhead at 256 concurrent streams: the server runs an engine-step clock (every 20 ms each running
+   stream gets its next chunk, as vLLM's continuous batching does; answer lengths vary) and stamps
+   each chunk with its own send time (time.perf_counter = CLOCK_MONOTONIC,
    shared by processes on one host). Client read time minus server send time, per chunk, is what the
    client adds on top of the server (loopback and kernel scheduling included, so an upper bound).
    Reported: median and p99 over all chunks (target p99 < 2 ms).
@@ -113,12 +114,9 @@ class BenchServer(asyncio.Protocol):
                         HEAD_SSE + _chunk(ROLE) + _chunk(CONTENT) * (n - 1) + b"".join(_last(16, n))
                     )
                 t.write(whole)
-            else:
+            else:  # joins the engine-step clock: one chunk per step, like continuous batching
                 t.write(HEAD_SSE + _chunk(ROLE))
-                loop = asyncio.get_running_loop()
-                start = loop.time()
-                for k in range(n):
-                    loop.call_at(start + self.pace_s * (k + 1), self._paced, t, k, n)
+                _STEP_STREAMS.append([t, 0, n])
         elif path == "/v1/models":
             t.write(
                 _plain(
@@ -131,17 +129,34 @@ class BenchServer(asyncio.Protocol):
         else:
             t.write(_plain("404 Not Found", b'{"error":{"message":"not here"}}'))
 
-    @staticmethod
-    def _paced(t: asyncio.Transport, k: int, n: int) -> None:
-        if t.is_closing():
-            return
-        fin = b'"length"' if k == n - 1 else b"null"
-        payload = (b'{"id":"b","object":"chat.completion.chunk","created":0,"model":"bench","ts":%r,'
-                   b'"choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":%s}]}')  # fmt: skip
-        t.write(_chunk(payload % (time.perf_counter(), fin)))
-        if k == n - 1:
-            for part in _last(16, n)[1:]:
-                t.write(part)
+
+_STEP_STREAMS: list[list] = []  # [transport, chunks sent, chunks wanted] of every running paced stream
+_STAMPED = (b'{"id":"b","object":"chat.completion.chunk","created":0,"model":"bench","ts":%r,'
+            b'"choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":%s}]}')  # fmt: skip
+
+
+async def _engine_steps(step_s: float) -> None:
+    """The paced server's engine clock: every step, each running stream gets its next token chunk, stamped
+    with time.perf_counter() just before its write (vLLM emits a token for every running request per step)."""
+    loop = asyncio.get_running_loop()
+    next_t = loop.time()
+    while True:
+        next_t += step_s
+        await asyncio.sleep(max(0.0, next_t - loop.time()))
+        still = []
+        for st in _STEP_STREAMS:
+            t, k, n = st
+            if t.is_closing():
+                continue
+            last = k == n - 1
+            t.write(_chunk(_STAMPED % (time.perf_counter(), b'"length"' if last else b"null")))
+            if last:
+                for part in _last(16, n)[1:]:
+                    t.write(part)
+            else:
+                st[1] = k + 1
+                still.append(st)
+        _STEP_STREAMS[:] = still
 
 
 async def _serve(port_file: Path) -> None:
@@ -150,7 +165,7 @@ async def _serve(port_file: Path) -> None:
     paced = await loop.create_server(lambda: BenchServer(PACE_S), "127.0.0.1", 0, backlog=4096)
     ports = {"fast": fast.sockets[0].getsockname()[1], "paced": paced.sockets[0].getsockname()[1]}
     port_file.write_text(json.dumps(ports))
-    await asyncio.Event().wait()
+    await _engine_steps(PACE_S)
 
 
 PACE_S = 0.02
@@ -204,7 +219,10 @@ def run_overhead(url: str, concurrency: int, requests: int, chunks: int) -> dict
     from vllm_medic.serve.client import ServerClient
 
     gaps = LatencyHistogram()
-    body = {"model": "bench", "messages": [{"role": "user", "content": "x"}], "max_tokens": chunks}
+
+    def body(i: int) -> dict:  # answer lengths vary (chunks/2 .. chunks*3/2), as real ones do
+        return {"model": "bench", "messages": [{"role": "user", "content": "x"}],
+                "max_tokens": max(2, chunks // 2 + (i * 7) % (chunks + 1))}  # fmt: skip
 
     def on_stream(i: int, s) -> None:
         stamps = [c["ts"] for c in s.chunks if "ts" in c]
@@ -214,7 +232,7 @@ def run_overhead(url: str, concurrency: int, requests: int, chunks: int) -> dict
     async def go():
         return await run_step(
             lambda: ServerClient(url), concurrency=concurrency, requests=requests,
-            body_factory=lambda i: body, keep_chunks=True, on_stream=on_stream,
+            body_factory=body, keep_chunks=True, on_stream=on_stream,
         )  # fmt: skip
 
     r = timedloop.run(go())
@@ -415,8 +433,8 @@ def main() -> int:
                       "bounded by the server's core, not by the client (the per-CPU-second figure is the "
                       "client's capacity)")  # fmt: skip
 
-        print(f"\n[overhead] {a.overhead_concurrency} concurrent streams, server paces {a.overhead_chunks} chunks "
-              f"{PACE_S * 1e3:.0f} ms apart and stamps each send")  # fmt: skip
+        print(f"\n[overhead] {a.overhead_concurrency} concurrent streams, server engine step {PACE_S * 1e3:.0f} ms "
+              f"(one chunk per running stream per step, ~{a.overhead_chunks} chunks per answer), each send stamped")  # fmt: skip
         meds, p99s = [], []
         for rep in range(a.repeats):
             r = run_ours_subprocess("overhead", paced, client_core, a.overhead_concurrency, a.overhead_requests,
