@@ -274,7 +274,7 @@ VLLM_CLIENT = textwrap.dedent(
 
 def find_tokenizer() -> Path | None:
     for d in sorted(glob.glob(str(CACHE / "tiny-model-*"))):
-        if (Path(d) / "tokenizer.json").exists():
+        if (Path(d) / "tokenizer.json").exists() and (Path(d) / "config.json").exists():
             return Path(d)
     gen = ROOT / "tests" / "vllm_tier_model.py"
     py = VLLM_VENV / "bin" / "python"
@@ -399,7 +399,11 @@ def main() -> int:
                 pairs.append(("vllm bench serve", lambda: run_vllm_bench(fast, client_core, a.concurrency, a.requests,
                                                                          a.chunks, tok)))  # fmt: skip
             for name, fn in pairs:
-                r = fn()
+                try:
+                    r = fn()
+                except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                    print(f"  run {rep + 1} {name}: FAILED, not counted: {exc}")
+                    continue
                 row = {
                     "rps": r["completed"] / r["duration"],
                     "cps": r["completed"] * events_per_request / r["duration"],
@@ -416,6 +420,9 @@ def main() -> int:
         def med(name: str, key: str) -> float:
             return statistics.median(x[key] for x in runs[name])
 
+        if not runs["ours"]:
+            print("  our client failed every run; no capacity figures")
+            return 1
         for name in runs:
             if runs[name]:
                 print(f"  median {name:17s} {med(name, 'rps'):7.1f} req/s {med(name, 'cps'):8.0f} chunks/s wall | "
