@@ -3,6 +3,7 @@ at least three times; the verdict comes from the server's own counters, not from
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,28 +178,36 @@ def build_messages(nonce: str, filler_count: int) -> list[dict[str, Any]]:
 
 
 async def _sized_messages(ctx: RunContext, target_tokens: int) -> tuple[list[dict[str, Any]], int | None]:
-    """Grow the filler until the templated prompt reaches ``target_tokens`` (measured with /tokenize)."""
+    """The fewest filler lines whose templated prompt reaches ``target_tokens`` (measured with /tokenize:
+    two probes give tokens per line, then at most a few single-line steps), so the prompt never
+    overshoots ``max_model_len``. Without /tokenize, ~4 characters per token."""
     from vllm_medic.serve.client import EndpointError
 
     tools = [probes()["tool"]]
-    count = 8
-    for _ in range(8):
-        messages = build_messages(ctx.run_nonce, count)
+
+    async def count(lines: int) -> int | None:
         try:
-            tok = await ctx.client.tokenize(messages=messages, tools=tools)
+            tok = await ctx.client.tokenize(messages=build_messages(ctx.run_nonce, lines), tools=tools)
         except EndpointError:
-            tok = None
-        if tok is None:
-            # No /tokenize: ~4 characters per token is a safe over-estimate of length for BPE tokenizers.
-            chars_needed = target_tokens * 4
-            while sum(len(m["content"]) for m in messages) < chars_needed:
-                count *= 2
-                messages = build_messages(ctx.run_nonce, count)
-            return messages, None
-        if tok.count >= target_tokens:
-            return messages, tok.count
-        count = max(count + 1, int(count * target_tokens / max(tok.count, 1)) + 1)
-    return messages, None
+            return None
+        return None if tok is None else tok.count
+
+    c8 = await count(8)
+    c16 = await count(16) if c8 is not None else None
+    if c8 is None or c16 is None or c16 <= c8:
+        lines = 1
+        while sum(len(m["content"]) for m in build_messages(ctx.run_nonce, lines)) < target_tokens * 4:
+            lines += 1
+        return build_messages(ctx.run_nonce, lines), None
+    per_line = (c16 - c8) / 8.0
+    lines = max(1, math.ceil(8 + (target_tokens - c8) / per_line))
+    measured = await count(lines)
+    for _ in range(16):
+        if measured is None or measured >= target_tokens:
+            break
+        lines += 1
+        measured = await count(lines)
+    return build_messages(ctx.run_nonce, lines), measured
 
 
 async def run_prefix_reuse(ctx: RunContext) -> StepOutcome:
