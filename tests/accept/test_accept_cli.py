@@ -136,3 +136,11 @@ def test_a_failing_history_store_never_hides_the_results(sim, accept, db_url):
     assert r.json["store_errors"] and "disk I/O error" in r.json["store_errors"][0]
     assert "could not be fully written" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_unreadable_docker_logs_are_a_warning_with_the_reason(sim, accept):
+    # Real `docker` client where installed (no engine here), or none at all: either way a warning, not a crash.
+    r = accept(sim().url, "--steps", "start", "--docker", "vllm-k3-missing")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    f = next(f for f in r.step("start")["findings"] if f["id"] == "ACC-START-012")
+    assert f["severity"] == "warn" and "docker" in f["evidence"][0]
