@@ -40,10 +40,16 @@ class ProcessRegistry:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._closed = False
 
     def add(self, proc: subprocess.Popen[bytes]) -> None:
+        """Register a started process; one started after Ctrl-C (a race with kill_all) dies at once,
+        so no worker thread is left waiting out its timeout while the interpreter exits."""
         with self._lock:
             self._procs[proc.pid] = proc
+            closed = self._closed
+        if closed:
+            _kill_group(proc)
 
     def remove(self, proc: subprocess.Popen[bytes]) -> None:
         with self._lock:
@@ -51,6 +57,7 @@ class ProcessRegistry:
 
     def kill_all(self) -> None:
         with self._lock:
+            self._closed = True
             procs = list(self._procs.values())
         for proc in procs:
             _kill_group(proc)
