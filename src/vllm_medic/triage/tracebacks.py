@@ -92,6 +92,7 @@ class TracebackFolder:
             chosen.traceback_start = state.start
             chosen.frames = state.frames
             return chosen
+        state.last_code = None  # a line was emitted since: the code line no longer sits above the exception
         return ev
 
     def flush(self) -> list[Event]:
