@@ -328,3 +328,15 @@ def test_start_passes_a_clean_startup_log(sim, accept):
     log = DATA / "vllm-ascend-4594-tp8-excerpt.log"
     r = accept(sim().url, "--steps", "start", "--logs", str(log))
     assert "ACC-START-014" in r.finding_ids("start")
+
+
+def test_errors_over_the_budget_break_the_ramp_with_their_kinds(sim, accept):
+    s = sim(error_rate=0.5, error_status=500, seed=7)
+    r = accept(s.url, "--steps", "ramp", "--concurrency", "1,2", "--requests-per-step", "16", *LAG)
+    assert r.exit_code == 1
+    ramp = r.step("ramp")
+    level = ramp["data"]["levels"][0]
+    assert level["status"] == "broken" and level["break_kind"] == "errors"
+    assert level["errors"].get("http_5xx", 0) > 0 and level["error_count"] == level["errors"]["http_5xx"]
+    f = ramp["findings"][0]
+    assert f["id"] == "ACC-RAMP-006" and "http_5xx=" in f["evidence"][0]
