@@ -326,3 +326,21 @@ def test_pure_python_screen_and_user_lookahead_patterns_agree(tmp_path, monkeypa
     )
     d = json.loads(_run(str(log), "--catalogue", str(cat), "--json").stdout)
     assert d["root_cause"]["signature"] == "ib-port-down" and d["root_cause"]["line"] == 3
+
+
+def test_clock_skew_between_nodes_does_not_hide_the_real_fault(tmp_path):
+    """Synthetic: node B's clock runs ~1 s ahead. B logs the peer failure at 10:00:05 (its clock);
+    A's OOM, which caused it, is stamped 10:00:06 by A's clock. The OOM is the root."""
+    (tmp_path / "node-a.log").write_text(
+        "(Worker_TP0 pid=10) ERROR 11-30 10:00:06 [gpu_model_runner.py:1] torch.OutOfMemoryError: CUDA out of "
+        "memory. Tried to allocate 4.00 GiB.\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "node-b.log").write_text(
+        "(Worker_TP8 pid=20) ERROR 11-30 10:00:05 [pynccl.py:1] RuntimeError: NCCL error: remote process exited "
+        "or there was a network error\n",
+        encoding="utf-8",
+    )
+    d = json.loads(_run(str(tmp_path), "--json").stdout)
+    assert d["root_cause"]["signature"] == "cuda-oom" and d["root_cause"]["source"].endswith("node-a.log")
+    assert [c["signature"] for c in d["cascade"]] == ["nccl-other-error"]

@@ -59,18 +59,31 @@ def _tier(hit: Hit) -> int:
     return 0 if sig.strong else 9
 
 
+CLOCK_SKEW_S = (
+    2.0  # node clocks disagree by about this much: closer than this across files is "the same moment"
+)
+
+
+def _priority(h: Hit) -> int:
+    return h.signature.priority if h.signature else 0
+
+
 def earlier(a: Hit, b: Hit) -> int:
-    """Order two hits in time: timestamps across files where both have one, else file position."""
+    """Order two hits in time: timestamps across files where both have one, else file position.
+
+    Across files, two hits within CLOCK_SKEW_S count as simultaneous and the more specific signature
+    (higher priority) goes first: a peer's "remote process exited" must not beat the real fault on
+    another node just because that node's clock runs a second ahead."""
     ta, tb = a.event.timestamp, b.event.timestamp
-    if ta is not None and tb is not None and ta != tb:
-        return -1 if ta < tb else 1
     if a.source_index == b.source_index:
+        if ta is not None and tb is not None and ta != tb:
+            return -1 if ta < tb else 1
         return (a.event.line > b.event.line) - (a.event.line < b.event.line)
-    if ta is not None and tb is not None:  # same second in two files: the more specific signature first
-        pa = a.signature.priority if a.signature else 0
-        pb = b.signature.priority if b.signature else 0
-        if pa != pb:
-            return -1 if pa > pb else 1
+    if ta is not None and tb is not None:
+        if abs((ta - tb).total_seconds()) <= CLOCK_SKEW_S and _priority(a) != _priority(b):
+            return -1 if _priority(a) > _priority(b) else 1
+        if ta != tb:
+            return -1 if ta < tb else 1
     return (a.source_index > b.source_index) - (a.source_index < b.source_index)
 
 
