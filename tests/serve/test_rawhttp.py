@@ -170,9 +170,10 @@ def test_non_200_body_is_kept_and_redacted() -> None:
     asyncio.run(go())
 
 
-def test_timed_loop_stamps_reads_at_poll_time_not_after_other_streams_work() -> None:
+def test_stamps_do_not_include_other_streams_work() -> None:
     """Two streams readable in the same poll: slow processing of the first must not delay the second's
-    stamp on a timed loop (it does on a plain asyncio loop, by the time the first one took)."""
+    stamp — with kernel stamps on any loop, with poll-time stamps on a timed loop; only a plain asyncio
+    transport on a plain loop charges the first stream's 50 ms to the second."""
     import time
 
     from vllm_medic.serve import timedloop
@@ -180,7 +181,7 @@ def test_timed_loop_stamps_reads_at_poll_time_not_after_other_streams_work() -> 
     blob = HEAD_CHUNKED + _chunked(_sse(EVENTS))
     gate = asyncio.Event
 
-    async def scenario() -> float:
+    async def scenario(kernel_stamps: bool) -> float:
         release = gate()
         srv_ready: list[asyncio.StreamWriter] = []
 
@@ -203,7 +204,7 @@ def test_timed_loop_stamps_reads_at_poll_time_not_after_other_streams_work() -> 
 
             return on_data
 
-        pool = RawPool()
+        pool = RawPool(kernel_stamps=kernel_stamps)
         tasks = [
             asyncio.create_task(
                 pool.stream(url, headers={}, body=b"{}", sink=sink(n), total_s=10, stall_s=None)
@@ -218,5 +219,40 @@ def test_timed_loop_stamps_reads_at_poll_time_not_after_other_streams_work() -> 
         server.close()
         return abs(stamps["a"] - stamps["b"])
 
-    assert timedloop.run(scenario()) < 0.02
-    assert asyncio.run(scenario()) >= 0.045  # the plain loop charges the first stream's 50 ms to the second
+    assert asyncio.run(scenario(kernel_stamps=True)) < 0.02
+    assert timedloop.run(scenario(kernel_stamps=False)) < 0.02
+    assert asyncio.run(scenario(kernel_stamps=False)) >= 0.045
+
+
+def test_kernel_stamp_is_the_arrival_time_even_when_the_loop_is_blocked() -> None:
+    import time
+
+    from vllm_medic.serve.rawhttp import SO_TIMESTAMPNS
+
+    if SO_TIMESTAMPNS is None:
+        pytest.skip("kernel receive timestamps (SO_TIMESTAMPNS) are Linux-only")
+    blob = HEAD_CHUNKED + _chunked(_sse(EVENTS))
+
+    async def go() -> tuple[float, float]:
+        written: list[float] = []
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(blob)
+            written.append(time.perf_counter())
+            time.sleep(0.2)  # block the whole loop right after the answer went out
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/x"
+        stamps: list[float] = []
+        pool = RawPool()
+        await pool.stream(
+            url, headers={}, body=b"{}", sink=lambda d, t: stamps.append(t), total_s=10, stall_s=None
+        )
+        pool.close()
+        server.close()
+        return written[0], stamps[0]
+
+    t_written, t_stamp = asyncio.run(go())
+    # (the kernel has the bytes before writer.write() returns, hence the small negative tolerance)
+    assert -0.002 <= t_stamp - t_written < 0.05  # the read callback itself ran >= 200 ms later

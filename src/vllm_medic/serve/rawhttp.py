@@ -19,14 +19,24 @@ Errors raised (the client maps them to ErrorKind): ``ConnectionRefusedError``, `
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import socket
 import ssl as ssl_mod
+import struct
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from vllm_medic.serve.timedloop import TimedSelector, selector_for
 
+# Linux's SO_TIMESTAMPNS (not exported by Python's socket module): the kernel stamps every received
+# packet (CLOCK_REALTIME) and recvmsg() hands the stamp back as ancillary data.
+SO_TIMESTAMPNS: int | None = getattr(
+    socket, "SO_TIMESTAMPNS", 35 if sys.platform.startswith("linux") else None
+)
 Sink = Callable[[bytes, float], None]
 HeadersHook = Callable[[int, dict[str, str], float], None]
 MAX_HEADER_BYTES = 64 * 1024
@@ -103,9 +113,11 @@ class _Conn(asyncio.Protocol):
                 ResponseDisconnected(f"server closed the connection {where}", req.got_bytes)
             )
 
-    def data_received(self, data: bytes) -> None:
-        # On a timed loop: when the poll that found these bytes returned (see serve/timedloop.py).
-        t = self.selector.poll_time if self.selector is not None else time.perf_counter()
+    def data_received(self, data: bytes, t: float | None = None) -> None:
+        # t: the kernel's receive time when the transport has it (_KernelStampTransport); else, on a
+        # timed loop, when the poll that found these bytes returned (serve/timedloop.py); else now.
+        if t is None:
+            t = self.selector.poll_time if self.selector is not None else time.perf_counter()
         req = self.req
         if req is None or req.done.done():
             self.buf = b""
@@ -246,16 +258,105 @@ class _Conn(asyncio.Protocol):
         return not self.closed and self.transport is not None and not self.transport.is_closing()
 
 
+class _KernelStampTransport:
+    """A plain-TCP transport reading with recvmsg(), so each read carries the kernel's receive time.
+
+    Why: however busy the client's event loop is (hundreds of streams answered in the same engine step,
+    or a crowded machine), the time a chunk *arrived* is then known exactly; the client's own delay
+    cannot leak into TTFT/ITL. The kernel stamp (wall clock) becomes an age, subtracted from
+    ``perf_counter()`` at the read. Minimal: what _Conn uses (write, close, abort, is_closing).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: _Conn) -> None:
+        self._loop = loop
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._proto = protocol
+        self._closing = False
+        self._wbuf = bytearray()
+        loop.add_reader(self._fd, self._on_readable)
+        protocol.connection_made(self)  # type: ignore[arg-type]
+
+    def write(self, data: bytes) -> None:
+        if self._closing:
+            return
+        if self._wbuf:
+            self._wbuf += data
+            return
+        try:
+            n = self._sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError as exc:
+            self._close(exc)
+            return
+        if n < len(data):
+            self._wbuf += data[n:]
+            self._loop.add_writer(self._fd, self._on_writable)
+
+    def _on_writable(self) -> None:
+        try:
+            n = self._sock.send(self._wbuf)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(exc)
+            return
+        del self._wbuf[:n]
+        if not self._wbuf:
+            self._loop.remove_writer(self._fd)
+
+    def _on_readable(self) -> None:
+        try:
+            data, anc, _flags, _addr = self._sock.recvmsg(262144, 64)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(exc)
+            return
+        if not data:
+            self._close(None)  # EOF
+            return
+        t = None
+        for level, kind, payload in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(payload) >= 16:
+                sec, nsec = struct.unpack("qq", payload[:16])
+                age = time.time() - (sec + nsec * 1e-9)
+                if 0.0 <= age < 60.0:
+                    t = time.perf_counter() - age
+        self._proto.data_received(data, t)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        self._close(None)
+
+    def abort(self) -> None:
+        self._close(None)
+
+    def _close(self, exc: Exception | None) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self._loop.remove_reader(self._fd)
+        self._loop.remove_writer(self._fd)
+        self._sock.close()
+        self._loop.call_soon(self._proto.connection_lost, exc)
+
+
 class RawPool:
     """Keep-alive connections for one event loop. Not thread-safe."""
 
-    def __init__(self, connect_timeout_s: float = 30.0) -> None:
+    def __init__(self, connect_timeout_s: float = 30.0, kernel_stamps: bool = True) -> None:
         self.connect_timeout_s = connect_timeout_s
+        self.kernel_stamps = kernel_stamps and SO_TIMESTAMPNS is not None
         self._idle: dict[tuple[str, int, bool], list[_Conn]] = {}
         self._heads: dict[
             tuple[str, str, tuple[tuple[str, str], ...]], tuple[tuple[str, int, bool], bytes]
         ] = {}
         self._ssl: ssl_mod.SSLContext | None = None
+        self._addrs: dict[tuple[str, int], list[tuple[int, tuple[Any, ...]]]] = {}
 
     async def _connect(self, host: str, port: int, tls: bool) -> _Conn:
         loop = asyncio.get_running_loop()
@@ -266,12 +367,45 @@ class RawPool:
             ssl_ctx = self._ssl
         try:
             async with asyncio.timeout(self.connect_timeout_s):
+                if ssl_ctx is None and self.kernel_stamps:
+                    return await self._connect_stamped(loop, host, port)
                 _, conn = await loop.create_connection(_Conn, host, port, ssl=ssl_ctx)
         except TimeoutError:
             raise ConnectTimeout(
                 f"connect to {host}:{port} took longer than {self.connect_timeout_s} s"
             ) from None
         return conn
+
+    async def _connect_stamped(self, loop: asyncio.AbstractEventLoop, host: str, port: int) -> _Conn:
+        addrs = self._addrs.get((host, port))
+        if addrs is None:
+            try:
+                ipaddress.ip_address(host)
+                infos = [(socket.AF_INET6 if ":" in host else socket.AF_INET, (host, port))]
+            except ValueError:
+                found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                infos = [(fam, addr) for fam, _, _, _, addr in found]
+            addrs = self._addrs[(host, port)] = infos
+        last_exc: OSError | None = None
+        for family, addr in addrs:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # type: ignore[arg-type]
+                await loop.sock_connect(sock, addr)
+            except OSError as exc:
+                sock.close()
+                last_exc = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            conn = _Conn()
+            _KernelStampTransport(loop, sock, conn)
+            return conn
+        assert last_exc is not None
+        raise last_exc
 
     async def stream(
         self,
