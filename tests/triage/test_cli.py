@@ -279,6 +279,14 @@ def test_kubectl_pod_previous_and_selector(tmp_path):
     )
     assert p.returncode == 1
     assert json.loads(p.stdout)["root_cause"]["node"] == "vllm-1"
+    # unquoted form: `--kubectl -l app=vllm`
+    p = subprocess.run(
+        [str(MEDIC), "triage", "--kubectl", "-l", "app=vllm", "--json"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    assert p.returncode == 1 and json.loads(p.stdout)["warnings"] == []
     calls = argv.read_text().splitlines()
     assert (
         "--all-containers=true" in calls[0] and "--timestamps=true" in calls[0] and "--previous" in calls[2]

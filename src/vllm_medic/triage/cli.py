@@ -89,6 +89,7 @@ def _triage(
 ) -> None:
     from vllm_medic.triage.api import triage
 
+    logs, kubectl = _join_selector(list(logs or []), list(kubectl or []))
     if follow:
         _follow(logs or [], docker or [], kubectl or [], catalogue or [], as_json)
         return
@@ -154,3 +155,18 @@ def _follow(
     except KeyboardInterrupt:
         stop.set()
     raise typer.Exit(1 if seen_root.is_set() else 0)
+
+
+def _join_selector(logs: list[str], kubectl: list[str]) -> tuple[list[str], list[str]]:
+    """`--kubectl -l app=vllm` arrives as the value "-l" plus a stray positional: put them together."""
+    joined: list[str] = []
+    for value in kubectl:
+        if value.strip() == "-l":
+            if not logs:
+                from vllm_medic.errors import UsageError
+
+                raise UsageError("--kubectl -l needs a selector, e.g. --kubectl -l app=vllm")
+            joined.append("-l " + logs.pop(0))
+        else:
+            joined.append(value)
+    return logs, joined
