@@ -262,8 +262,6 @@ def doctor_cmd(
     ev = inputs.live(image, launch, timeout, str(model) if model else None)
     findings = run_checks(ev.snapshot, rec, model_config=model_config, raw=ev.raw, sources=ev.sources)
     wall = time.monotonic() - start
-    if junit is not None:
-        write_junit(junit, findings, "vllm-medic.doctor", strict)
     code = exit_code_for(findings, strict)
     interrupted = bool(ev.manifest.get("interrupted"))
     if interrupted:  # Ctrl-C during collection: report what was measured, then exit 130
@@ -284,4 +282,6 @@ def doctor_cmd(
         )
         if interrupted:
             stderr.print("[yellow]interrupted:[/] probes were cut short; the findings above are partial.")
+    if junit is not None:  # after the findings are shown: an unwritable FILE must not hide them
+        write_junit(junit, findings, "vllm-medic.doctor", strict)
     raise typer.Exit(int(code))

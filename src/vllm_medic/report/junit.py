@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+from vllm_medic.errors import ToolError
 from vllm_medic.model import Finding, Severity
 from vllm_medic.redact import redact_text
 
@@ -47,5 +48,11 @@ def findings_to_junit(findings: Iterable[Finding], suite_name: str, strict: bool
 
 
 def write_junit(path: Path, findings: Iterable[Finding], suite_name: str, strict: bool = False) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(findings_to_junit(findings, suite_name, strict), encoding="utf-8")
+    """Write the XML; a path that cannot be written (a directory, under a file, read-only) is a ToolError
+    naming the path and the reason, so the command exits 3 with a message instead of a crash."""
+    xml = findings_to_junit(findings, suite_name, strict)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(xml, encoding="utf-8")
+    except OSError as exc:
+        raise ToolError(f"cannot write the JUnit XML to {path}: {exc.strerror or exc}") from exc
