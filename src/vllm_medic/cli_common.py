@@ -41,8 +41,6 @@ def emit_findings(
     verbose: bool = False,
 ) -> ExitCode:
     items = list(findings)
-    if junit is not None:
-        write_junit(junit, items, suite, strict)
     code = exit_code_for(items, strict)
     if as_json:
         payload: dict[str, Any] = dict(extra or {})
@@ -51,6 +49,8 @@ def emit_findings(
         sys.stdout.write(dumps(payload) + "\n")
     else:
         render_findings(items, console(), verbose=verbose, title=title)
+    if junit is not None:  # after the findings are shown: an unwritable FILE must not hide them
+        write_junit(junit, items, suite, strict)
     return code
 
 
