@@ -9,11 +9,11 @@ come back and go through the same parsers as a local collection.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import shlex
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +26,7 @@ from vllm_medic.collect.api import CollectOptions, CollectResult, load_captured
 from vllm_medic.errors import UsageError
 
 REMOTE_PYTHON = "python3"
+SSH_HANDSHAKES_AT_ONCE = 16
 
 
 @dataclass
@@ -47,12 +48,13 @@ class NodeCollection:
 # ---------------------------------------------------------------- the probe specification
 
 
-def probe_spec(opts: CollectOptions, python: str = REMOTE_PYTHON) -> dict[str, Any]:
-    """The probes of a local collection, with placeholders filled for a remote node."""
+def probe_spec(opts: CollectOptions) -> dict[str, Any]:
+    """The probes of a local collection, with placeholders filled for a remote node; ``{python}``
+    (the vLLM environment's interpreter) is resolved on the node itself."""
     from vllm_medic.collect.api import _source_table  # the one list of probes and canonical names
 
     table = _source_table()
-    values = {"image": opts.image, "python": python, "container": None}
+    values = {"image": opts.image, "python": "{python}", "container": None}
     probes = []
     for p in table["probes"]:
         need = p.get("needs")
@@ -131,6 +133,11 @@ def parse_hosts_file(path: Path) -> list[SshTarget]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read the hosts file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(
+            f"{path} is not a text hosts file (byte {exc.start} is not UTF-8); "
+            "expected one [user@]host[:port] per line"
+        ) from None
     targets = []
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
@@ -138,7 +145,8 @@ def parse_hosts_file(path: Path) -> list[SshTarget]:
             continue
         user, _, hostport = line.rpartition("@")
         host, _, port = hostport.partition(":")
-        if not host or (port and not port.isdigit()) or " " in line:
+        bad_port = bool(port) and not (port.isdigit() and 0 < int(port) < 65536)
+        if not host or bad_port or not line.isprintable() or " " in line:
             raise UsageError(f"{path}:{lineno}: expected [user@]host[:port], got {raw.strip()!r}")
         targets.append(SshTarget(host=host, port=int(port) if port else 22, user=user or None))
     if not targets:
@@ -154,13 +162,17 @@ def collect_ssh(
     user: str | None = None,
     accept_new_host_keys: bool = False,
     connect_timeout_s: float = 10.0,
+    remote_python: str = REMOTE_PYTHON,
 ) -> list[NodeCollection]:
     try:
         import paramiko
     except ImportError:
         raise UsageError("SSH collection needs paramiko: pip install 'vllm-medic[ssh]'") from None
-    argv = remote_argv(probe_spec(opts))
+    argv = remote_argv(probe_spec(opts), remote_python)
     command = shlex.join(argv)
+    # Handshakes are CPU work in this process; a bounded number at once keeps 64+ nodes from
+    # starving each other into timeouts, while the remote probes still all run concurrently.
+    handshakes = threading.BoundedSemaphore(SSH_HANDSHAKES_AT_ONCE)
 
     def one(t: SshTarget) -> NodeCollection:
         t0 = time.monotonic()
@@ -171,26 +183,29 @@ def collect_ssh(
             client.set_missing_host_key_policy(
                 paramiko.AutoAddPolicy() if accept_new_host_keys else paramiko.RejectPolicy()
             )
-            client.connect(
-                t.host,
-                port=t.port,
-                username=t.user or user,
-                key_filename=key_filename,
-                timeout=connect_timeout_s,
-                banner_timeout=connect_timeout_s,
-                auth_timeout=connect_timeout_s,
-                allow_agent=key_filename is None,
-                look_for_keys=key_filename is None,
-            )
+            with handshakes:
+                client.connect(
+                    t.host,
+                    port=t.port,
+                    username=t.user or user,
+                    key_filename=key_filename,
+                    timeout=connect_timeout_s,
+                    banner_timeout=connect_timeout_s,
+                    auth_timeout=connect_timeout_s,
+                    allow_agent=key_filename is None,
+                    look_for_keys=key_filename is None,
+                )
             _stdin, stdout, stderr = client.exec_command(command, timeout=opts.timeout_s * 2 + 15)
             out = stdout.read()
+            t_recv = time.time()
             err = stderr.read()
             code = stdout.channel.recv_exit_status()
             if code != 0 or not out.strip():
                 node.error = f"remote probe exited {code}: {err.decode('utf-8', 'replace').strip()[-300:]}"
             else:
-                node.result = result_from_remote(json.loads(out), t.name, "ssh")
-                node.clock_offset_s = _ssh_clock_offset(client)
+                payload = json.loads(out)
+                node.result = result_from_remote(payload, t.name, "ssh")
+                node.clock_offset_s = end_offset(payload, t_recv)
         except (paramiko.SSHException, EOFError) as exc:
             node.error = f"ssh {t.name}: {type(exc).__name__}: {exc}"
         except TimeoutError:
@@ -207,18 +222,13 @@ def collect_ssh(
     return _fan_out(targets, one)
 
 
-CLOCK_ARGV = [REMOTE_PYTHON, "-c", "import time; print(repr(time.time()))"]
-
-
-def _ssh_clock_offset(client: Any) -> float | None:
-    t_send = time.time()
-    _stdin, stdout, _stderr = client.exec_command(shlex.join(CLOCK_ARGV), timeout=10)
-    text = stdout.read().decode("ascii", "replace").strip()
-    t_recv = time.time()
-    try:
-        return _best_offset([(t_send, float(text), t_recv)])
-    except ValueError:
+def end_offset(payload: dict[str, Any], t_recv: float) -> float | None:
+    """Node clock minus ours from the runner's last timestamp and our receive time: the error is
+    bounded by the one-way transit of the answer's last bytes (milliseconds on a LAN)."""
+    remote = payload.get("time_end")
+    if not isinstance(remote, int | float):
         return None
+    return round(float(remote) - t_recv, 3)
 
 
 # ---------------------------------------------------------------- Kubernetes
@@ -231,7 +241,12 @@ def _kubectl(args: list[str], timeout_s: float) -> subprocess.CompletedProcess[b
 
 
 def collect_k8s(
-    selector: str, opts: CollectOptions, *, namespace: str | None = None, container: str | None = None
+    selector: str,
+    opts: CollectOptions,
+    *,
+    namespace: str | None = None,
+    container: str | None = None,
+    remote_python: str = REMOTE_PYTHON,
 ) -> list[NodeCollection]:
     ns = ["-n", namespace] if namespace else []
     try:
@@ -255,7 +270,7 @@ def collect_k8s(
     ]
     if not pods:
         raise UsageError(f"no Running pods match -l {selector}")
-    argv = remote_argv(probe_spec(opts))
+    argv = remote_argv(probe_spec(opts), remote_python)
 
     def one(pod: tuple[str, str | None]) -> NodeCollection:
         name, k8s_node = pod
@@ -264,18 +279,13 @@ def collect_k8s(
         cmd = ["exec", *ns, name, *(["-c", container] if container else []), "--", *argv]
         try:
             done = _kubectl(cmd, opts.timeout_s * 2 + 20)
+            t_recv = time.time()
             if done.returncode != 0 or not done.stdout.strip():
                 node.error = f"kubectl exec {name} exited {done.returncode}: {done.stderr.decode('utf-8', 'replace').strip()[-300:]}"
             else:
-                node.result = result_from_remote(json.loads(done.stdout), name, "k8s")
-                t_send = time.time()
-                clock = _kubectl(
-                    ["exec", *ns, name, *(["-c", container] if container else []), "--", *CLOCK_ARGV], 20
-                )
-                with contextlib.suppress(ValueError):
-                    node.clock_offset_s = _best_offset(
-                        [(t_send, float(clock.stdout.strip() or "x"), time.time())]
-                    )
+                payload = json.loads(done.stdout)
+                node.result = result_from_remote(payload, name, "k8s")
+                node.clock_offset_s = end_offset(payload, t_recv)
         except subprocess.TimeoutExpired:
             node.error = f"kubectl exec {name}: no answer in time"
         except (ValueError, json.JSONDecodeError) as exc:
