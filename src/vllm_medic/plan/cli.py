@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
@@ -95,6 +96,14 @@ def plan_command(
         raise UsageError(
             "give --config (a model's config.json or dir), --recipe (e.g. kimi-k3) or --weights-gib"
         )
+    _check_sizes(
+        {
+            "--gpu-memory-gib": (gpu_memory_gib, False),
+            "--kv-cache-gib": (kv_cache_gib, True),
+            "--weights-gib": (weights_gib, True),
+            "--overhead-gib": (overhead_gib, True),
+        }
+    )
     if kv_cache_dtype != "auto" and kv_cache_dtype.lower() not in DTYPE_BYTES:
         raise UsageError(
             f"--kv-cache-dtype {kv_cache_dtype!r}: use auto or one of {', '.join(sorted(DTYPE_BYTES))}"
@@ -197,6 +206,17 @@ def plan_command(
         verbose=verbose,
     )
     raise typer.Exit(int(code))
+
+
+def _check_sizes(sizes: dict[str, tuple[float | None, bool]]) -> None:
+    """GiB options must be finite numbers, >= 0 where zero makes sense (else > 0): a negative or NaN
+    size would turn into a plan that 'fits' on nonsense instead of a usage error."""
+    for flag, (value, zero_ok) in sizes.items():
+        if value is None:
+            continue
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+            bound = "a number >= 0" if zero_ok else "a number > 0"
+            raise UsageError(f"{flag} {value:g}: expected {bound} (GiB)")
 
 
 def _is_kimi_k3(architecture: str, model_type: str) -> bool:

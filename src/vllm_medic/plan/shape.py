@@ -108,7 +108,7 @@ def _int(cfg: dict[str, Any], *names: str, default: int | None = None) -> int | 
         v = cfg.get(n)
         if isinstance(v, bool):
             continue
-        if isinstance(v, int | float) and v is not None:
+        if isinstance(v, int | float) and math.isfinite(v):
             return int(v)
     return default
 
@@ -268,20 +268,49 @@ def _estimate_params(cfg: dict[str, Any], kinds: list[str], dtype_b: float) -> P
     return ParamEstimate(total=int(total), expert=int(expert), bytes_per_param=bpp, basis=basis)
 
 
+# No real model has more layers or a wider dimension; beyond them a config is corrupt, and a layer list
+# of that length would exhaust memory before any answer.
+MAX_LAYERS = 100_000
+MAX_DIM = 10_000_000
+
+
 def parse_model_config(raw: dict[str, Any]) -> ModelShape:
-    """Read a ``config.json`` dict. Raises ValueError with what is missing."""
+    """Read a ``config.json`` dict. Raises ValueError with what is missing or malformed (a field of the
+    wrong type, a negative or absurd size): never another exception, whatever the JSON holds."""
     if not isinstance(raw, dict):
         raise ValueError("config.json is not a JSON object")
+    try:
+        return _parse_model_config(raw)
+    except (TypeError, OverflowError, AttributeError, KeyError, IndexError) as exc:
+        raise ValueError(
+            f"config.json has a field of an unexpected type or size ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def _check_size(name: str, value: int | None, limit: int) -> None:
+    if value is not None and not 0 <= value <= limit:
+        raise ValueError(f"config.json: {name} = {value} is outside 0..{limit:,}")
+
+
+def _parse_model_config(raw: dict[str, Any]) -> ModelShape:
     cfg = text_config(raw)
     n = _int(cfg, "num_hidden_layers", "n_layers", "num_layers")
     if not n:
         raise ValueError("config.json has no num_hidden_layers")
+    _check_size("num_hidden_layers", n, MAX_LAYERS)
     heads = _int(cfg, "num_attention_heads", "n_heads")
     if not heads:
         raise ValueError("config.json has no num_attention_heads")
     hidden = _int(cfg, "hidden_size", "d_model", default=0) or 0
     kv_heads = _int(cfg, "num_key_value_heads", "n_kv_heads", default=heads) or heads
     head_dim = _int(cfg, "head_dim") or (hidden // heads if hidden else 0)
+    for name, value in (
+        ("num_attention_heads", heads),
+        ("hidden_size", hidden),
+        ("num_key_value_heads", kv_heads),
+        ("head_dim", head_dim),
+    ):
+        _check_size(name, value, MAX_DIM)
     if not head_dim:
         raise ValueError("config.json has neither head_dim nor hidden_size")
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype") or "bfloat16")
@@ -290,6 +319,7 @@ def parse_model_config(raw: dict[str, Any]) -> ModelShape:
     kinds, notes = _layer_kinds(cfg, n)
     mla = bool(cfg.get("kv_lora_rank"))
     mla_dim = (int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim") or 64)) if mla else 0
+    _check_size("kv_lora_rank + qk_rope_head_dim", mla_dim, MAX_DIM)
     state = _linear_state(cfg, model_b) if "linear" in kinds else None
     if "linear" in kinds and state is None:
         notes.append(
