@@ -20,9 +20,10 @@ Scheduling:
   ``on_stream(i, StreamResult)`` gives the whole stream (with ``keep_chunks=True`` its parsed chunks and
   SSE conformance problems) for checks the loop itself does not make.
 
-Run it with ``vllm_medic.serve.timedloop.run(...)`` rather than ``asyncio.run``: on that loop a read is
-stamped when the poll that found it returned, so a burst of streams (continuous batching answers all
-of them in one engine step) is not charged the client's own processing of the earlier ones.
+Plain-HTTP reads are stamped with the kernel's receive time (Linux), whatever loop runs the step. For
+TLS or other systems run it with ``vllm_medic.serve.timedloop.run(...)`` rather than ``asyncio.run``:
+there a read is stamped when the poll that found it returned, so a burst of streams (continuous
+batching answers all of them in one engine step) is not charged the client's processing of the others.
 
 Measurements: times are taken on socket read (``ServerClient.chat_stream``); tokens come from
 ``usage`` (``stream_options.include_usage`` is switched on). Per request a ``RequestRecord``; per step

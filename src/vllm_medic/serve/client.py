@@ -19,7 +19,8 @@ Conventions:
 - The API key comes from the caller (read it from an environment variable, never argv); it is sent as
   ``Authorization: Bearer`` and scrubbed from every error message and body excerpt we keep.
 - Times are ``time.perf_counter()`` seconds. ``chat_stream`` stamps every read from the socket before
-  parsing it; every SSE event completed by that read carries that stamp. Pass ``t_intended`` (the
+  parsing it (with the kernel's receive time for plain HTTP on Linux, see ``serve.rawhttp``); every
+  SSE event completed by that read carries that stamp. Pass ``t_intended`` (the
   time the request *should* have been sent, from an open-loop schedule) to measure latency from it
   rather than from the actual send, so client-side queueing is counted.
 - Metric definitions (TTFT, TPOT, ITL, E2E) are in ``docs/metrics.md``; ``StreamResult`` implements
