@@ -2,10 +2,11 @@
 
 Why not aiohttp here: the load generator must out-run the server it measures on one client core,
 and time every read *on the socket read*. aiohttp's per-chunk Python layers (StreamReader, payload
-parser callbacks) cost more than everything else we do per SSE event. Here ``data_received`` stamps
-the read first (``time.perf_counter()``, or on a ``serve.timedloop`` loop the moment the poll that
-found the bytes returned), de-chunks the body in place and hands the bytes, with that stamp, to
-the caller's sink. Everything else (health, models, metrics, non-streaming calls) stays on aiohttp.
+parser callbacks) cost more than everything else we do per SSE event. Here every read is stamped
+first — plain HTTP on Linux: the kernel's receive time (``_KernelStampTransport``, ``recvmsg`` with
+``SO_TIMESTAMPNS``); otherwise, on a ``serve.timedloop`` loop, the moment the poll that found the bytes
+returned; else ``time.perf_counter()`` — then the body is de-chunked in place and handed, with that
+stamp, to the caller's sink. Everything else (health, models, metrics, non-streaming calls) stays on aiohttp.
 
 Scope: HTTP/1.1 (plain or TLS), ``Content-Length`` or ``chunked`` or read-until-close bodies,
 keep-alive pooling per (host, port, tls). No proxies, no redirects, no compression (vLLM sends none
