@@ -24,6 +24,7 @@ class FanoutOptions:
     ssh_key: str | None = None
     ssh_user: str | None = None
     ssh_accept_new: bool = False
+    remote_python: str = "python3"
 
     @property
     def requested(self) -> bool:
@@ -53,7 +54,13 @@ def run_fanout(
             accept_new_host_keys=fan.ssh_accept_new,
         )
     else:
-        collections = fanout.collect_k8s(str(fan.k8s), opts, namespace=fan.namespace, container=fan.container)
+        collections = fanout.collect_k8s(
+            str(fan.k8s),
+            opts,
+            namespace=fan.namespace,
+            container=fan.container,
+            remote_python=fan.remote_python,
+        )
     if not collections:
         raise UsageError("the cluster reported no alive nodes")
     dest = output or Path(f"vllm-medic-cluster-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")

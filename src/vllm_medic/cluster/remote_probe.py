@@ -83,12 +83,42 @@ def _run(name: str, argv: list[str], file: str, timeout: float, out: dict, lock:
         out["sources"].append(entry)
 
 
+def vllm_python() -> str:
+    """The interpreter of the node's vLLM environment: the `vllm` script's shebang, else ours."""
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = os.path.join(d, "vllm")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            try:
+                with open(candidate, "rb") as fh:
+                    first = fh.readline(512).decode("utf-8", "replace").strip()
+            except OSError:
+                break
+            if first.startswith("#!"):
+                interp = first[2:].strip().split()[0]
+                if os.path.basename(interp) != "env" and os.access(interp, os.X_OK):
+                    return interp
+            break
+    return sys.executable
+
+
 def collect(spec: dict) -> dict:
     out: dict = {"files": {}, "sources": [], "host": os.uname().nodename, "time": time.time()}
     lock = threading.Lock()
     timeout = float(spec.get("timeout_s", 10.0))
+    python = vllm_python()
     threads = [
-        threading.Thread(target=_run, args=(p["name"], p["argv"], p["file"], timeout, out, lock), daemon=True)
+        threading.Thread(
+            target=_run,
+            args=(
+                p["name"],
+                [python if a == "{python}" else a for a in p["argv"]],
+                p["file"],
+                timeout,
+                out,
+                lock,
+            ),
+            daemon=True,
+        )
         for p in spec.get("probes", [])
     ]
     for t in threads:
@@ -135,6 +165,7 @@ def collect(spec: dict) -> dict:
     )
     for t in threads:
         t.join(timeout + 5)
+    out["time_end"] = time.time()  # the caller's receive time minus this bounds the clock offset
     return out
 
 
