@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_medic.snapshot import Snapshot
+from vllm_medic.snapshot import Snapshot, Vllm
 
 # Substrings of nvidia-smi / amd-smi GPU names -> recipe hardware keys (longest names first).
 _HW_PATTERNS: list[tuple[str, str]] = [
@@ -51,6 +51,17 @@ SOURCE_FILES = {
     "pip-freeze": "pip-freeze.txt",
     "env": "env.txt",
     "launch": "launch.txt",
+    "nvcc-version": "nvcc-version.txt",
+    "proc-driver-nvidia-version": "proc-driver-nvidia-version.txt",
+    "in-image-nvidia-smi": "in-image-nvidia-smi.txt",
+}
+# Other names a captured source may carry (`collect --from` accepts these too).
+SOURCE_ALTERNATES = {
+    "nvidia-smi-q": ("nvidia-smi-q.txt", "nvidia-smi-a.txt"),
+    "nvidia-smi-query-gpu": ("nvidia-smi-query-gpu.csv",),
+    "vllm-collect-env": ("collect-env.txt",),
+    "ip-link": ("ip-br-link.txt",),
+    "launch": ("launch.sh", "launch.yaml", "launch.yml", "launch.json"),
 }
 
 
@@ -74,14 +85,29 @@ class Facts:
     # --- where a value came from -------------------------------------------------------------
     def where(self, source: str, needle: str | None = None) -> str:
         """``file:line`` of the first line containing ``needle`` in the captured source, else the file."""
-        fname = SOURCE_FILES.get(source, source)
-        data = self.raw.get(fname)
-        if data is not None and needle:
-            text = data.decode("utf-8", "replace")
-            for i, line in enumerate(text.splitlines(), 1):
-                if needle in line:
-                    return f"{fname}:{i}"
-        return fname
+        hit = self.find(source, needle) if needle else None
+        if hit is not None:
+            return hit[0]
+        return self._file_of(source)
+
+    def find(self, source: str, needle: str, ignore_case: bool = False) -> tuple[str, str] | None:
+        """(``file:line``, the line stripped) of the first line containing ``needle``, or None."""
+        want = needle.lower() if ignore_case else needle
+        for fname in self._files_of(source):
+            data = self.raw.get(fname)
+            if data is None:
+                continue
+            for i, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                if want in (line.lower() if ignore_case else line):
+                    return f"{fname}:{i}", line.strip()
+        return None
+
+    def _files_of(self, source: str) -> tuple[str, ...]:
+        return (SOURCE_FILES.get(source, source), *SOURCE_ALTERNATES.get(source, ()))
+
+    def _file_of(self, source: str) -> str:
+        """The captured file of the source (an accepted alternative name if that is what is there)."""
+        return next((f for f in self._files_of(source) if f in self.raw), SOURCE_FILES.get(source, source))
 
     def launch_where(self, token: str) -> str:
         """``launch.txt:N`` where the captured launch mentions ``token``, else ``launch`` (argv / --launch)."""
@@ -95,6 +121,71 @@ class Facts:
             return None
         detail = f": {err.message}" if err.message else ""
         return f"{source}: {err.kind}{detail}"
+
+    # --- which Python environment / vLLM the evidence describes ----------------------------------
+    def python_env(self) -> tuple[bool | None, str]:
+        """(is it the server's environment?, where the package list came from).
+
+        True: vLLM is installed there; False: it is not (then it is not the server's environment);
+        None: unknown (no package list, or an old bundle without the interpreter recorded).
+        """
+        pe = self.snapshot.extra.get("python_env")
+        if isinstance(pe, dict):
+            interp = pe.get("interpreter")
+            where = f"pip-freeze.txt: packages of {interp}" if interp else "pip-freeze.txt"
+            where += f" ({pe.get('origin')})" if pe.get("origin") else ""
+            if pe.get("vllm_installed"):
+                hit = self.find("pip-freeze", str(pe.get("vllm_distribution") or "vllm=="), ignore_case=True)
+                return (
+                    True,
+                    where
+                    + f"; vLLM installed: {hit[0] + ' ' + hit[1] if hit else pe.get('vllm_distribution')}",
+                )
+            return False, where + "; vLLM is not installed in it"
+        if "vllm-collect-env.txt" in self.raw or "collect-env.txt" in self.raw:
+            return True, "vllm-collect-env.txt (`vllm collect-env` reports the server's own environment)"
+        if self.snapshot.python.packages:
+            return None, "pip-freeze.txt (which interpreter was not recorded)"
+        return None, self.missing("pip-freeze") or "no pip freeze / collect-env package list"
+
+    def server_vllm(self) -> tuple[Vllm, list[str]]:
+        """The vLLM the server runs, and where that came from (file:line, and a caveat when the evidence
+        may describe another installation than the launch uses)."""
+        launch_image = self.snapshot.launch.image or self.snapshot.image.tag
+        in_image = ((self.snapshot.extra.get("health") or {}).get("in_image") or {}).get("versions") or {}
+        if isinstance(in_image, dict) and in_image.get("vllm"):
+            from vllm_medic.collect.parsers.python_env import vllm_from_string
+
+            found = vllm_from_string(str(in_image["vllm"]))
+            if found is not None:
+                img = (self.snapshot.extra.get("health") or {}).get("in_image", {}).get(
+                    "image"
+                ) or launch_image
+                return found, [f"in-image-versions.txt: vLLM {found.raw} inside image {img or '?'}"]
+        v = self.snapshot.vllm
+        ev: list[str] = []
+        if not (v.version or v.raw):
+            return v, ev
+        shown = v.raw or v.version or ""
+        source = str(self.snapshot.extra.get("vllm_version_source") or "")
+        if source.startswith("pip-freeze"):
+            hit = self.find("pip-freeze", "vllm", ignore_case=True)
+            ev.append(f"{hit[0]} {hit[1]}" if hit else f"pip-freeze.txt: vLLM {shown}")
+            _, env_ev = self.python_env()
+            ev.append(env_ev)
+        elif self.find("vllm-version", shown) is not None:
+            hit = self.find("vllm-version", shown)
+            assert hit is not None
+            ev.append(f"{hit[0]} vLLM {shown} (`vllm --version` where the outputs were collected)")
+        else:
+            hit = self.find("vllm-collect-env", shown)
+            ev.append(f"{hit[0]} vLLM {shown} (vllm collect-env)" if hit else f"vLLM {shown}")
+        if launch_image:
+            ev.append(
+                f"the server runs image {launch_image}: unless this was read inside it, the image's vLLM may "
+                f"differ (`docker run --rm --entrypoint vllm {launch_image} --version`, or collect --image)"
+            )
+        return v, ev
 
     # --- launch ------------------------------------------------------------------------------
     @property

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from vllm_medic.checks.facts import Facts
 from vllm_medic.checks.registry import Rule, rule
 from vllm_medic.model import Finding
@@ -18,9 +20,10 @@ def _driver_version(facts: Facts) -> tuple[str | None, str]:
     if d.version:
         return d.version, f"{facts.where('nvidia-smi', 'Driver Version')} Driver Version: {d.version}"
     if d.kernel_module_version:
+        where = facts.where("proc-driver-nvidia-version", "Kernel Module")
         return (
             d.kernel_module_version,
-            f"/proc/driver/nvidia/version: kernel module {d.kernel_module_version}",
+            f"{where} kernel module {d.kernel_module_version} (nvidia-smi gave no version)",
         )
     return None, facts.missing("nvidia-smi") or "driver version not collected"
 
@@ -56,7 +59,7 @@ def driver_answers(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         ]
     err = facts.snapshot.error_for("nvidia-smi")
     detail = d.status_detail or (err.message if err else "")
-    ev = [f"nvidia-smi status: {d.status}"] + ([detail] if detail else [])
+    ev = [f"nvidia-smi status: {d.status}"] + _failure_lines(facts, d.status, detail)
     if d.status == "ok" or (d.version and d.status in ("unknown", "")):
         cuda = f", CUDA Version {d.cuda_version}" if d.cuda_version else ""
         return [
@@ -66,71 +69,24 @@ def driver_answers(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                 [f"{facts.where('nvidia-smi', 'Driver Version')} Driver Version: {d.version}{cuda}"],
             )
         ]
-    if d.status == "not_found" or (err is not None and err.kind == "missing"):
+    handler = _DRV001_BY_STATUS.get(d.status)
+    if handler is None and err is not None:
+        handler = {"missing": _not_found, "timeout": _hung, "permission": _permission}.get(err.kind)
+    if handler is not None:
+        return [handler(facts, r, ev)]
+    if d.status == "error" or err is not None:
         return [
             r.finding(
-                "fail",
-                "No NVIDIA driver here: nvidia-smi not found",
-                ev,
+                "fail" if d.status == "error" or err.kind in ("nonzero", "error") else "info",  # type: ignore[union-attr]
+                f"nvidia-smi failed: {detail or (err.kind if err else 'error')}",
+                ev
+                + ([f"exit code {err.exit_code}"] if err is not None and err.exit_code is not None else []),
                 [
-                    "Check the machine has NVIDIA GPUs: `lspci | grep -i nvidia`.",
-                    "Install the NVIDIA data-center driver for this kernel (r580+ for CUDA 13 images).",
-                    "In a container: run it with `--gpus all` (NVIDIA Container Toolkit) so nvidia-smi and "
-                    "the driver libraries are mounted in.",
+                    "Read the kernel log for the cause: `sudo dmesg -T | grep -iE 'NVRM|xid'`.",
+                    "Check the modules are loaded and match: `lsmod | grep nvidia`, `cat /proc/driver/nvidia/version`.",
+                    "If the driver is wedged: drain the node, reload the modules "
+                    "(`sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia`) or reboot.",
                 ],
-            )
-        ]
-    if d.status == "no_driver":
-        return [
-            r.finding(
-                "fail",
-                "nvidia-smi cannot communicate with the NVIDIA driver",
-                ev,
-                [
-                    "Check the kernel module: `lsmod | grep nvidia` and `sudo dmesg -T | grep -i nvrm`.",
-                    "After a kernel update, rebuild the module for the running kernel (`dkms status`; "
-                    "reinstall the driver package) and check Secure Boot is not blocking it.",
-                    "Reboot the node once the module matches the kernel.",
-                ],
-            )
-        ]
-    if d.status == "version_mismatch":
-        lib = d.nvml_library_version or "?"
-        kmod = d.kernel_module_version or "?"
-        return [
-            r.finding(
-                "fail",
-                "Driver/library version mismatch: user-space and kernel module differ",
-                ev + [f"NVML library version {lib}; kernel module {kmod}"],
-                [
-                    "If no process uses the GPUs: reload the modules "
-                    "(`sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia`).",
-                    "Otherwise (or if rmmod says 'in use'): drain the node and reboot.",
-                    "Pin the driver packages (apt-mark hold) so unattended upgrades do not repeat this.",
-                ],
-            )
-        ]
-    if d.status == "hung" or (err is not None and err.kind == "timeout"):
-        return [
-            r.finding(
-                "fail",
-                "nvidia-smi did not answer: GPU or driver hung",
-                ev,
-                [
-                    "Look for Xid errors: `sudo dmesg -T | grep -i xid` (Xid 79 = GPU fallen off the bus; "
-                    "48/63/64/74/94/95 = memory/NVLink errors).",
-                    "Check the PCI device is still there: `lspci -d 10de: -vv | grep -i 'rev ff'`.",
-                    "Drain the node; reset the GPU (`nvidia-smi -r -i N`) or reboot; replace hardware on "
-                    "repeated Xid 79.",
-                ],
-            )
-        ]
-    if err is not None:
-        return [
-            r.finding(
-                "fail" if d.status == "error" else "info",
-                f"nvidia-smi failed ({err.kind})",
-                ev + ([f"exit code {err.exit_code}"] if err.exit_code is not None else []),
             )
         ]
     return [
@@ -141,6 +97,180 @@ def driver_answers(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             ["Capture `nvidia-smi > nvidia-smi.txt` on the node and re-run with `--from DIR`."],
         )
     ]
+
+
+# Phrases of nvidia-smi's failure messages, per driver.status, for file:line evidence.
+_FAILURE_NEEDLES: dict[str, tuple[str, ...]] = {
+    "no_driver": ("NVIDIA-SMI has failed", "communicate with the NVIDIA driver"),
+    "version_mismatch": ("Driver/library version mismatch", "NVML library version"),
+    "gpu_lost": ("GPU is lost", "Unable to determine the device handle"),
+    "no_devices": ("No devices were found",),
+    "permission": ("Insufficient Permissions", "permission denied"),
+    "error": ("Failed to initialize NVML", "Unable to determine the device handle"),
+}
+
+
+def _failure_lines(facts: Facts, status: str, detail: str) -> list[str]:
+    """``file:line text`` of nvidia-smi's own failure message(s); the parsed detail when not captured."""
+    out: list[str] = []
+    for needle in _FAILURE_NEEDLES.get(status, ()):
+        for source in ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvidia-smi-topo-m"):
+            hit = facts.find(source, needle, ignore_case=True)
+            if hit is not None:
+                line = f"{hit[0]} {hit[1]}"
+                if line not in out:
+                    out.append(line)
+                break
+    if status == "version_mismatch":
+        hit = facts.find("proc-driver-nvidia-version", "Kernel Module")
+        if hit is not None:
+            out.append(f"{hit[0]} {hit[1]}")
+    if not out and detail:
+        out.append(detail)
+    return out
+
+
+def _not_found(facts: Facts, r: Rule, ev: list[str]) -> Finding:
+    in_container = facts.snapshot.container.in_container
+    where = "this container" if in_container else "this machine"
+    fix = [
+        "Check the machine has NVIDIA GPUs: `lspci | grep -i nvidia`.",
+        "Install the NVIDIA data-center driver for this kernel (r580+ for CUDA 13 images).",
+        "In a container: run it with `--gpus all` (NVIDIA Container Toolkit) so nvidia-smi and "
+        "the driver libraries are mounted in.",
+    ]
+    if in_container:
+        fix = [
+            fix[2],
+            "On Kubernetes: request `nvidia.com/gpu: N` in the pod's limits (the NVIDIA device "
+            "plugin mounts the driver); check `runtimeClassName: nvidia` where the cluster needs it.",
+            "On the host: `nvidia-smi` must work there first (`lspci | grep -i nvidia`, install the driver).",
+        ]
+        ev = ev + [f"running in a container ({facts.snapshot.container.runtime or 'runtime unknown'})"]
+    return r.finding("fail", f"No NVIDIA driver in {where}: nvidia-smi not found", ev, fix)
+
+
+def _no_driver(facts: Facts, r: Rule, ev: list[str]) -> Finding:
+    return r.finding(
+        "fail",
+        "nvidia-smi cannot communicate with the NVIDIA driver",
+        ev,
+        [
+            "Check the kernel module: `lsmod | grep nvidia` and `sudo dmesg -T | grep -i nvrm`.",
+            "After a kernel update, rebuild the module for the running kernel (`dkms status`; "
+            "reinstall the driver package) and check Secure Boot is not blocking it.",
+            "Reboot the node once the module matches the kernel.",
+        ],
+    )
+
+
+def _version_mismatch(facts: Facts, r: Rule, ev: list[str]) -> Finding:
+    d = facts.snapshot.driver
+    lib = d.nvml_library_version or "not printed"
+    kmod = d.kernel_module_version or "not captured (`cat /proc/driver/nvidia/version`)"
+    return r.finding(
+        "fail",
+        "Driver/library version mismatch: user-space and kernel module differ",
+        ev + [f"NVML library version {lib}; kernel module {kmod}"],
+        [
+            "If no process uses the GPUs: reload the modules "
+            "(`sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia`).",
+            "Otherwise (or if rmmod says 'in use'): drain the node and reboot.",
+            "Pin the driver packages (apt-mark hold) so unattended upgrades do not repeat this.",
+        ],
+    )
+
+
+def _hung(facts: Facts, r: Rule, ev: list[str]) -> Finding:
+    return r.finding(
+        "fail",
+        "nvidia-smi did not answer: GPU or driver hung",
+        ev,
+        [
+            "Look for Xid errors: `sudo dmesg -T | grep -i xid` (Xid 79 = GPU fallen off the bus; "
+            "48/63/64/74/94/95 = memory/NVLink errors).",
+            "Check the PCI device is still there: `lspci -d 10de: -vv | grep -i 'rev ff'`.",
+            "Drain the node; reset the GPU (`nvidia-smi -r -i N`) or reboot; replace hardware on "
+            "repeated Xid 79.",
+        ],
+    )
+
+
+_BUS_ID = re.compile(r"GPU\s*(?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
+
+
+def _gpu_lost(facts: Facts, r: Rule, ev: list[str]) -> Finding:
+    m = _BUS_ID.search(" ".join(ev))
+    gpu = f"GPU {m.group('bus')}" if m else "A GPU"
+    bus = m.group("bus") if m else "<bus id>"
+    return r.finding(
+        "fail",
+        f"{gpu} is lost (fallen off the bus or wedged): this node cannot serve",
+        ev,
+        [
+            "Find why in the kernel log: `sudo dmesg -T | grep -iE 'xid|fallen off the bus'` (Xid 79 = fallen "
+            "off the bus; 48/63/64/94/95 = memory/ECC; 119/120 = GSP).",
+            f"Check the GPU is still on the PCI bus: `lspci -s {bus} -vv` (absent, or `rev ff`, means it is "
+            "gone from the bus).",
+            f"Drain the node (cordon it / take it out of the scheduler), stop the GPU jobs, then reset the GPU "
+            f"(`sudo nvidia-smi -r -i {bus}`) or reboot, as nvidia-smi says.",
+            "If it fails again after the reset (repeated Xid 79 or ECC errors), replace the GPU (RMA with the "
+            "serial from `nvidia-smi -q`).",
+        ],
+    )
+
+
+def _no_devices(facts: Facts, r: Rule, ev: list[str]) -> Finding:
+    nvd, nvd_ev = facts.env("NVIDIA_VISIBLE_DEVICES")
+    if nvd is not None:
+        ev = ev + [nvd_ev]
+    if facts.snapshot.container.in_container:
+        ev = ev + [f"running in a container ({facts.snapshot.container.runtime or 'runtime unknown'})"]
+    return r.finding(
+        "fail",
+        "nvidia-smi found no GPU: the driver answers but no device is usable",
+        ev,
+        [
+            "In a container: it was given no GPU. Start it with `--gpus all` (Docker), `--device "
+            "nvidia.com/gpu=all` (CDI/podman), or request `nvidia.com/gpu: N` in the pod's limits (the "
+            "device plugin sets NVIDIA_VISIBLE_DEVICES); NVIDIA_VISIBLE_DEVICES=void or none hides every GPU.",
+            "On the host: are the GPUs on the bus? `lspci -nn | grep -i nvidia` (none: BIOS, riser or VM "
+            "passthrough problem).",
+            "If they are listed: `lspci -k -d 10de:` must say 'Kernel driver in use: nvidia' (vfio-pci or "
+            "nouveau claimed them otherwise), and `sudo dmesg -T | grep -iE 'NVRM|xid'` shows "
+            "`RmInitAdapter failed` when this driver branch does not support the GPU or the BIOS lacks "
+            "Above 4G decoding / resizable BAR.",
+        ],
+    )
+
+
+def _permission(facts: Facts, r: Rule, ev: list[str]) -> Finding:
+    return r.finding(
+        "fail",
+        "nvidia-smi has no permission to the GPU device files",
+        ev,
+        [
+            "Check the device files: `ls -l /dev/nvidia*`; /dev/nvidiactl and /dev/nvidia0.. must be "
+            "read/write for the user that runs vLLM (driver default crw-rw-rw-; NVreg_DeviceFileMode / "
+            "NVreg_DeviceFileGID in /etc/modprobe.d narrow it).",
+            "Run vLLM as a user of the owning group (`id`; often `video`), or fix the modprobe options and "
+            "reload the driver.",
+            "In a container: pass the GPUs through the NVIDIA Container Toolkit (`--gpus all`, CDI `--device "
+            "nvidia.com/gpu=all`) rather than bind-mounting /dev/nvidia*; rootless podman needs the CDI "
+            "spec's device gid or `--group-add keep-groups`; check SELinux denials (`sudo ausearch -m avc`).",
+        ],
+    )
+
+
+_DRV001_BY_STATUS = {
+    "not_found": _not_found,
+    "no_driver": _no_driver,
+    "version_mismatch": _version_mismatch,
+    "hung": _hung,
+    "gpu_lost": _gpu_lost,
+    "no_devices": _no_devices,
+    "permission": _permission,
+}
 
 
 def _image_cuda(facts: Facts, recipe: Recipe) -> tuple[str | None, str]:
@@ -262,11 +392,16 @@ def _toolkit_version(facts: Facts) -> tuple[str | None, str]:
     for key in ("nvcc_version", "cuda_toolkit_version", "cuda_runtime_version"):
         v = extra.get(key)
         if isinstance(v, str) and parse_version(v):
-            return v, f"{key}: {v}"
+            hit = facts.find("nvcc-version", "release") if key != "cuda_runtime_version" else None
+            return v, f"{hit[0]} {hit[1]}" if hit else f"{key}: {v}"
     v, where = facts.env("CUDA_VERSION")
     if v and parse_version(v):
         return v, where
-    return None, "no local CUDA toolkit version collected (nvcc, CUDA_VERSION)"
+    missing = facts.missing("nvcc-version")
+    return (
+        None,
+        f"no local CUDA toolkit found ({missing or 'no nvcc --version output'}; CUDA_VERSION not set)",
+    )
 
 
 @rule(
@@ -284,7 +419,34 @@ def _toolkit_version(facts: Facts) -> tuple[str | None, str]:
 )
 def toolkit_not_driver(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     tk, tk_ev = _toolkit_version(facts)
-    drv_cuda = facts.snapshot.driver.cuda_version
+    d = facts.snapshot.driver
+    drv_cuda = d.cuda_version
+    need = native_requirement(tk) if tk else None
+    need_ev = (
+        [f"CUDA {need.cuda} needs driver >= {need.min_driver} ({need.release}; {need.source})"]
+        if need
+        else []
+    )
+    if tk is not None and drv_cuda is None and not d.version:
+        # a toolkit with no working driver: the common "I installed CUDA 13, why does nothing run" case
+        return [
+            r.finding(
+                "info",
+                f"CUDA toolkit {major_minor(tk)} is installed, but no NVIDIA driver answers: the toolkit "
+                "is not a driver",
+                [
+                    tk_ev,
+                    f"driver: {d.status} ({d.status_detail or facts.missing('nvidia-smi') or 'no version'})",
+                ]
+                + need_ev,
+                [
+                    "Fix DRV001 first: the driver is a separate install (the data-center driver package, or the "
+                    "`cuda-drivers` meta-package); `cuda-toolkit-*` packages never install or upgrade it.",
+                    f"For CUDA {major_minor(tk)} programs the driver must be >= "
+                    f"{need.min_driver if need else 'the version NVIDIA lists for it'}.",
+                ],
+            )
+        ]
     if tk is None or drv_cuda is None:
         return [
             r.finding(
@@ -294,9 +456,39 @@ def toolkit_not_driver(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                 ["Compare `nvcc --version` with `nvidia-smi` 'CUDA Version' by hand if a build fails."],
             )
         ]
-    ev = [tk_ev, f"{facts.where('nvidia-smi', 'CUDA Version')} driver supports up to CUDA {drv_cuda}"]
+    ev = [
+        tk_ev,
+        f"{facts.where('nvidia-smi', 'CUDA Version')} driver {d.version or '?'} supports up to CUDA {drv_cuda}",
+    ]
+    tv, dv = parse_version(tk), parse_version(drv_cuda)
+    if tv and dv and tv[0] > dv[0]:
+        return [
+            r.finding(
+                "warn",
+                f"Toolkit CUDA {major_minor(tk)} is installed, but driver {d.version or '?'} supports CUDA "
+                f"{drv_cuda}: installing the toolkit never upgrades the driver",
+                ev + need_ev,
+                [
+                    f"To run CUDA {major_minor(tk)} code (binaries built with this nvcc, cu{tv[0]}x wheels, a "
+                    f"CUDA {tv[0]} image), upgrade the driver to >= "
+                    f"{need.min_driver if need else 'the version NVIDIA lists'}.",
+                    f"Or build with a toolkit <= {drv_cuda} (e.g. /usr/local/cuda-{drv_cuda}/bin/nvcc).",
+                    f"Or, on data-center GPUs, add the forward-compatibility package {forward_compat()['package']}.",
+                ],
+            )
+        ]
     if version_lt(drv_cuda, major_minor(tk)):
-        return [r.finding("warn", f"Toolkit CUDA {tk} is newer than the driver's CUDA {drv_cuda}", ev)]
+        return [
+            r.finding(
+                "info",
+                f"Toolkit CUDA {major_minor(tk)} is newer than the driver's CUDA {drv_cuda} (same major: "
+                "minor-version compatibility)",
+                ev + [minor_compat_limitation()],
+                [
+                    "Works for most code; if PTX JIT or a new API fails, upgrade the driver or build with an older nvcc."
+                ],
+            )
+        ]
     return [r.finding("pass", f"Toolkit CUDA {major_minor(tk)} within the driver's CUDA {drv_cuda}", ev)]
 
 
@@ -323,20 +515,36 @@ def _lib_name(spec: str) -> str:
 )
 def mixed_cuda_wheels(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     us = {k: v for k, v in facts.snapshot.python.cuda_userspace.items() if v}
+    server_env, env_ev = facts.python_env()
     if not facts.snapshot.python.packages and not us:
         return [
             r.finding(
                 "info",
                 "Python packages not collected: CUDA wheels not checked",
-                [facts.missing("pip-freeze") or "no pip freeze / collect-env package list"],
+                [env_ev],
                 ["Run `pip freeze | grep -i nvidia` in the serving environment."],
             )
         ]
     majors = sorted(us)
+    seen = [f"cu{m}: {', '.join(us[m][:4])}{' ...' if len(us[m]) > 4 else ''}" for m in majors]
+    if server_env is False:
+        return [
+            r.finding(
+                "info",
+                "Not the server's environment: the inspected Python has no vLLM, so its CUDA wheels say "
+                "nothing about the server",
+                [env_ev, *seen],
+                [
+                    "Put the server's `vllm` on PATH when collecting (its interpreter is then inspected), or run "
+                    "`pip list | grep -E 'nvidia-.*-cu1[23]'` with the server's Python.",
+                    "For a container: `vllm-medic collect --image IMAGE` lists the image's wheels (HLT-IMG004).",
+                ],
+            )
+        ]
     if len(majors) <= 1:
         title = f"NVIDIA wheels: cu{majors[0]} only" if majors else "No nvidia-*-cu12/13 wheels installed"
-        return [r.finding("pass", title, [f"{len(us.get(m, []))} cu{m} wheels" for m in majors])]
-    ev = [f"cu{m}: {', '.join(us[m][:4])}{' ...' if len(us[m]) > 4 else ''}" for m in majors]
+        return [r.finding("pass", title, [env_ev] + [f"{len(us.get(m, []))} cu{m} wheels" for m in majors])]
+    ev = [env_ev, *seen]
     libs = {m: {_lib_name(s) for s in us[m]} for m in majors}
     both = set.intersection(*libs.values())
     if both:

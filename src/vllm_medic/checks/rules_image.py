@@ -114,7 +114,7 @@ def unverified_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                 f"tag '{tag}' matches {', '.join(hit)}: {ut.get('reason', '')}",
                 f"source: {ut.get('source', '')}",
             ]
-    v = facts.snapshot.vllm
+    v, v_ev = facts.server_vllm()
     if (
         v.variant
         and "cu129" in v.variant
@@ -122,7 +122,8 @@ def unverified_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         and (recipe.driver.cuda or "").startswith("13")
     ):
         findings_ev += [
-            f"{facts.where('vllm-version', v.raw or '')} vLLM {v.raw} is a cu129 build",
+            f"vLLM {v.raw} is a cu129 build",
+            *v_ev,
             f"recipe {recipe.name} ships CUDA {recipe.driver.cuda} builds only: {ut.get('source', recipe.driver.source)}",
         ]
     if findings_ev:
@@ -148,48 +149,50 @@ def unverified_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     by_hand="`docker run --rm IMAGE vllm --version`",
 )
 def vllm_floor(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
-    v = facts.snapshot.vllm
+    v, v_ev = facts.server_vllm()
     ver = v.version or v.raw
-    ev_v = f"{facts.where('vllm-version', v.raw or ver or '')} vLLM {v.raw or ver}"
+    ev_v = v_ev or [f"vLLM {v.raw or ver}"]
     floors = [f"{f.version} ({f.source})" for f in recipe.vllm_floors]
     if not ver:
+        server_env, env_ev = facts.python_env()
+        why = facts.missing("vllm-version") or "no vLLM version"
         return [
             r.finding(
                 "info",
                 "vLLM version not collected: floor not checked",
-                [facts.missing("vllm-version") or "no vLLM version", *floors],
+                [why, *([env_ev] if server_env is False else []), *floors],
                 [
                     "Run `vllm --version` (or `python -c 'import vllm; print(vllm.__version__)'`) in the image."
                 ],
             )
         ]
     if not recipe.vllm_floors:
-        return [r.finding("pass", f"vLLM {ver} (recipe {recipe.name} sets no floor)", [ev_v])]
+        return [r.finding("pass", f"vLLM {ver} (recipe {recipe.name} sets no floor)", ev_v)]
     if is_dev_build(v.raw or ver) and (parse_version(ver) or (0,))[0:2] < (0, 2):
         return [
             r.finding(
                 "info",
                 f"vLLM {v.raw or ver} is a dev build: cannot compare with the floor",
-                [ev_v, *floors],
+                [*ev_v, *floors],
                 ["Check the build's git sha contains the model's support, or use a release image."],
             )
         ]
     below = [f for f in recipe.vllm_floors if version_lt(ver, f.version)]
     if not below:
-        return [r.finding("pass", f"vLLM {ver} meets every floor", [ev_v, *floors])]
+        return [r.finding("pass", f"vLLM {ver} meets every floor", [*ev_v, *floors])]
     if len(below) == len(recipe.vllm_floors):
         return [
             r.finding(
                 "fail",
                 f"vLLM {ver} is below the recipe floor {max(f.version for f in below)}",
-                [ev_v, *floors],
+                [*ev_v, *floors],
             )
         ]
     return [
         r.finding(
             "warn",
             f"vLLM {ver} meets one floor but not {below[0].version}",
-            [ev_v, *floors, f"sources disagree: {below[0].version} per {below[0].source}"],
+            [*ev_v, *floors, f"sources disagree: {below[0].version} per {below[0].source}"],
         )
     ]
 
@@ -230,10 +233,10 @@ def architecture_known(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                 ["config.json: 'architectures' missing or empty"],
             )
         ]
-    v = facts.snapshot.vllm
+    v, v_ev = facts.server_vllm()
     ver = v.version or v.raw
     known = {a.name: a for a in recipe.architectures}
-    ev = [f"config.json architectures: {', '.join(archs)}", f"installed vLLM: {v.raw or ver or 'unknown'}"]
+    ev = [f"config.json architectures: {', '.join(archs)}", *(v_ev or ["installed vLLM: unknown"])]
     for name in archs:
         a = known.get(name)
         if a is None or not a.min_vllm:

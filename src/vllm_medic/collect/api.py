@@ -65,8 +65,9 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _vllm_python(env: Mapping[str, str]) -> str:
-    """The interpreter of the environment vLLM is installed in (the `vllm` script's shebang)."""
+def _vllm_python(env: Mapping[str, str]) -> tuple[str, str]:
+    """The interpreter of the environment vLLM is installed in (the `vllm` script's shebang), and how
+    it was chosen: without a usable `vllm` script it is vllm-medic's own interpreter."""
     found = shutil.which("vllm", path=env.get("PATH"))
     if found:
         try:
@@ -82,10 +83,22 @@ def _vllm_python(env: Mapping[str, str]) -> str:
                     if "exec'" in second:
                         interp = second.split("exec'", 1)[1].strip().split()[0].strip("'\"")
                 if os.path.basename(interp) not in ("env", "sh") and os.access(interp, os.X_OK):
-                    return interp
+                    return interp, f"the interpreter of the vllm script {found}"
         except OSError:
             pass
-    return sys.executable
+        return sys.executable, f"vllm-medic's own interpreter (no usable interpreter in {found}'s first line)"
+    return sys.executable, "vllm-medic's own interpreter (no `vllm` on PATH)"
+
+
+def _nvcc(env: Mapping[str, str]) -> str:
+    """`nvcc` on PATH, else the usual toolkit locations (the toolkit's bin is often not on PATH)."""
+    found = shutil.which("nvcc", path=env.get("PATH"))
+    if found:
+        return found
+    for home in (env.get("CUDA_HOME"), env.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.access(os.path.join(home, "bin", "nvcc"), os.X_OK):
+            return os.path.join(home, "bin", "nvcc")
+    return "nvcc"  # not installed: the probe records `missing`
 
 
 def _redacted_bytes(data: bytes) -> bytes:
@@ -151,7 +164,14 @@ def collect_here(opts: CollectOptions) -> CollectResult:
         else:
             launch_origin = _store_launch(opts.launch, raw, sources)
     options["launch_origin"] = launch_origin
-    placeholders = {"image": opts.image, "container": container_target, "python": _vllm_python(env)}
+    python, python_origin = _vllm_python(env)
+    options["python"], options["python_origin"] = python, python_origin
+    placeholders = {
+        "image": opts.image,
+        "container": container_target,
+        "python": python,
+        "nvcc": _nvcc(env),
+    }
 
     jobs: list[tuple[str, list[str]]] = []
     probe_meta: dict[str, dict[str, Any]] = {}

