@@ -69,3 +69,20 @@ def test_triage_over_ray_names_the_root_on_the_right_node(ray_cluster):
     assert root is not None and root["category"] in ("oom_runtime", "oom_startup"), merged
     assert "OutOfMemoryError" in root["text"]
     assert any("Watchdog" in (c["first"]["text"] or "") for c in merged["cascade"]), merged["cascade"]
+
+
+@pytest.mark.slow
+def test_triage_cli_with_ray(ray_cluster):
+    import json
+
+    from typer.testing import CliRunner
+
+    from vllm_medic.cli import app
+
+    res = CliRunner().invoke(app, ["triage", "--ray", ray_cluster.address, "$VLLM_LOG_DIR/*.log", "--json"])
+    assert res.exit_code == 1, res.output
+    payload = json.loads(res.stdout)
+    assert "OutOfMemoryError" in payload["root_cause"]["text"]
+    assert payload["findings"][0]["severity"] == "fail"
+    res = CliRunner().invoke(app, ["triage", "--ray", ray_cluster.address, "$VLLM_LOG_DIR/*.log"])
+    assert res.exit_code == 1 and "Root cause" in res.output and "then on" in res.output

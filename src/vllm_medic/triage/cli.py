@@ -50,6 +50,17 @@ FollowOpt = Annotated[
 ]
 
 
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        help="Triage where the logs lie: one Ray task per alive node reads LOG... on that node "
+        "(globs and $VARS expanded there); verdicts merged on a clock-corrected timeline. ADDRESS or 'auto'.",
+        metavar="ADDRESS",
+    ),
+]
+
+
 def register(app: typer.Typer) -> None:
     app.command("triage")(triage_cmd)
 
@@ -61,6 +72,7 @@ def triage_cmd(
     previous: PreviousOpt = False,
     catalogue: CatalogueOpt = None,
     follow: FollowOpt = False,
+    ray: RayOpt = None,
     as_json: JsonOpt = False,
     junit: JunitOpt = None,
 ) -> None:
@@ -68,6 +80,14 @@ def triage_cmd(
 
     Exit 1 when a root cause is found, 0 when none, 2 usage error, 3 the tool could not read its inputs.
     """
+    if ray is not None:
+        from vllm_medic.cluster.triage_cmd import triage_cluster
+
+        if follow or docker or kubectl or not logs or "-" in logs:
+            from vllm_medic.errors import UsageError
+
+            raise UsageError("--ray reads node-local files: give LOG paths or globs, without --follow/--docker/--kubectl/-")
+        raise typer.Exit(triage_cluster(ray, list(logs), list(catalogue or []), as_json, junit))
     try:
         _triage(logs, docker, kubectl, previous, catalogue, follow, as_json, junit)
     except KeyboardInterrupt:
