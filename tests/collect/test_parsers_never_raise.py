@@ -23,6 +23,7 @@ from vllm_medic.collect.parsers.system import (
     parse_lsmod,
     parse_proc_driver_version,
 )
+from vllm_medic.collect.parsers.toolkit import parse_nvcc_version
 from vllm_medic.collect.parsers.topology import parse_topology
 
 PARSERS = [
@@ -43,6 +44,7 @@ PARSERS = [
     parse_env,
     parse_container,
     parse_launch,
+    parse_nvcc_version,
 ]
 REAL = sorted(p for p in DATA.rglob("*") if p.is_file() and p.name != "SOURCES.md")
 ALPHABET = st.sampled_from(

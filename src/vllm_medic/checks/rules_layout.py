@@ -305,34 +305,132 @@ def gpu_memory_held(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     by_hand="`nvidia-smi -L` on the host and inside the container; `echo $CUDA_VISIBLE_DEVICES`",
 )
 def container_sees_fewer(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    snap = facts.snapshot
     seen = facts.gpus_per_node()
-    host_count = facts.snapshot.extra.get("host_gpu_count")
     if seen is None:
         return [
             r.finding(
                 "info", "GPU visibility not checked: no GPUs seen", [facts.missing("nvidia-smi") or "no GPUs"]
             )
         ]
-    ev = [f"{facts.where('nvidia-smi', 'MiB')} {seen} GPUs seen by nvidia-smi"]
+    inside = snap.container.in_container
+    view = " (inside a container)" if inside else " (on the host)" if inside is False else ""
+    ev = [f"{facts.where('nvidia-smi', 'MiB')} {seen} GPUs seen by nvidia-smi{view}"]
+    host_count = snap.extra.get("host_gpu_count")
+    container_count = snap.extra.get("container_gpu_count")
+    if isinstance(host_count, int) and isinstance(container_count, int) and container_count < host_count:
+        src = snap.extra.get("container_gpu_count_source") or "in-image probe"
+        ev += [
+            f"host: {host_count} GPUs",
+            f"{src}: `docker run --gpus all IMAGE nvidia-smi` sees {container_count} (also HLT-IMG003)",
+        ]
+        return [
+            r.finding(
+                "warn",
+                f"A container of the image sees {container_count} of the host's {host_count} GPUs even with "
+                "--gpus all",
+                ev,
+                [
+                    "Compare `nvidia-smi -L` on the host with the container's; a GPU missing in the container "
+                    "only points at the NVIDIA Container Toolkit / CDI spec (`nvidia-ctk cdi list`) or an "
+                    "NVIDIA_VISIBLE_DEVICES baked into the image (`docker image inspect IMAGE`).",
+                    *r.fix,
+                ],
+            )
+        ]
     if isinstance(host_count, int) and host_count > seen:
         ev.append(f"host has {host_count} GPUs")
         return [r.finding("warn", f"This container sees {seen} of the host's {host_count} GPUs", ev)]
     visible, vis_ev = _visible_count(facts, seen)
-    nvd, nvd_ev = facts.env("NVIDIA_VISIBLE_DEVICES")
-    if nvd and nvd not in ("all", "void", "none") and not facts.snapshot.container.in_container:
+    nvd, nvd_ev = _nvidia_visible_devices(facts)
+    if nvd is not None:
         n = len([x for x in nvd.split(",") if x.strip()])
         if n < visible:
             visible = n
             vis_ev.append(nvd_ev)
     if visible < seen:
         ev += vis_ev
+        need, need_ev = _per_node_need(facts)
+        if need is not None and need <= visible:
+            return [
+                r.finding(
+                    "info",
+                    f"The server is limited to {visible} of {seen} GPUs, which its layout ({need_ev}) fits: "
+                    "a deliberate partition?",
+                    ev,
+                    [
+                        "If other servers are meant to use the remaining GPUs, nothing to do; otherwise widen the "
+                        "device list."
+                    ],
+                )
+            ]
+        if need is not None:
+            ev.append(f"the launch needs {need} GPUs per node ({need_ev})")
         return [r.finding("warn", f"The server will see {visible} of {seen} GPUs", ev)]
-    if host_count is None and facts.snapshot.container.in_container:
-        return [
-            r.finding(
-                "info",
-                "Inside a container: the host's GPU count is unknown",
-                ev + ["run `nvidia-smi -L` on the host to compare"],
-            )
-        ]
+    if inside:
+        lower = _host_lower_bound(facts)
+        if lower is not None and lower[0] > seen:
+            return [
+                r.finding(
+                    "warn",
+                    f"This container sees {seen} GPUs; the host has at least {lower[0]}",
+                    ev + [lower[1]],
+                    [
+                        "If the server should use more GPUs, give the container more (`--gpus all`, a larger "
+                        "`nvidia.com/gpu` limit); a partition by design needs nothing."
+                    ],
+                )
+            ]
+        if host_count is None:
+            return [
+                r.finding(
+                    "info",
+                    "Inside a container: the host's GPU count is unknown",
+                    ev + ["run `nvidia-smi -L` on the host to compare"],
+                )
+            ]
+    if isinstance(host_count, int) and isinstance(container_count, int):
+        ev.append(
+            f"{snap.extra.get('container_gpu_count_source') or 'in-image probe'}: a container sees "
+            f"{container_count} of {host_count}"
+        )
     return [r.finding("pass", f"The server sees all {seen} GPUs", ev)]
+
+
+def _nvidia_visible_devices(facts: Facts) -> tuple[str | None, str]:
+    """NVIDIA_VISIBLE_DEVICES that narrows the server's container: from the launch (docker -e, pod env)
+    always; from the collected environment only on the host (inside a container it is already applied)."""
+    env = facts.snapshot.launch.env.get("NVIDIA_VISIBLE_DEVICES")
+    if env is None and not facts.snapshot.container.in_container:
+        env = facts.snapshot.env.get("NVIDIA_VISIBLE_DEVICES")
+    if env is None or env.strip().lower() in ("all", "void", "none", ""):
+        return None, ""
+    _, where = facts.env("NVIDIA_VISIBLE_DEVICES")
+    return env.strip(), where
+
+
+def _host_lower_bound(facts: Facts) -> tuple[int, str] | None:
+    """Inside a container, NVIDIA_VISIBLE_DEVICES=4,5,6,7 (host indices) shows the host has >= 8 GPUs."""
+    val = facts.snapshot.env.get("NVIDIA_VISIBLE_DEVICES", "")
+    idx = [x.strip() for x in val.split(",") if x.strip()]
+    if not idx or not all(x.isdigit() for x in idx):
+        return None
+    return max(
+        int(x) for x in idx
+    ) + 1, f"{facts.where('env', 'NVIDIA_VISIBLE_DEVICES=')} NVIDIA_VISIBLE_DEVICES={val} (host indices)"
+
+
+def _per_node_need(facts: Facts) -> tuple[int | None, str]:
+    """GPUs the launch uses on this node, when the launch says (one node, or DP local given)."""
+    if not facts.launch_known:
+        return None, "launch not known"
+    tp = facts.int_arg("tensor_parallel_size", 1) or 1
+    pp = facts.int_arg("pipeline_parallel_size", 1) or 1
+    dp = facts.int_arg("data_parallel_size", 1) or 1
+    dpl = facts.int_arg("data_parallel_size_local")
+    nodes, _ = facts.nnodes()
+    if dpl:
+        return tp * pp * dpl, f"TP {tp} x PP {pp} x DP local {dpl}"
+    if nodes == 1:
+        return tp * pp * dp, f"TP {tp} x PP {pp} x DP {dp}"
+    return None, "multi-node launch"
