@@ -14,7 +14,7 @@ from vllm_medic.triage.api import scan_text
             "shm-too-small",
         ),
         (
-            "gpu1:123:456 [0] misc/shmutils.cc:80 NCCL WARN posix_fallocate failed: No space left on device",
+            "gpu1:123:456 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-F0xHdQ to 9637892 bytes",
             "shm-too-small",
         ),
         ("gpu1:123:456 [0] misc/socket.cc:484 NCCL WARN Some other NCCL failure", "nccl-warn"),
