@@ -331,3 +331,86 @@ def _no_stray_bundles(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a live `collect` without -o writes into the working directory
     yield
     shutil.rmtree(tmp_path / "captured", ignore_errors=True)
+
+
+# ---------------------------------------------------------------- extra keys collect fills, read by rules
+
+T4 = DATA / "checks" / "bundles" / "t4-555-open-nvcc125"
+V100_ERR = SMI / "v100-err-power-usage-narrow-azhpc-diagnostics-77-EXCERPT.txt"
+MIG_TABLE = DATA / "collect" / "nvidia-smi-mig" / "a100-mig-devices-section-nvitop-8-EXCERPT.txt"
+MIG_XML = DATA / "collect" / "nvidia-smi-q-x" / "a100-sxm4-40gb-mig-510.47.03-v11-netdata.xml"
+PROPRIETARY = DATA / "checks" / "bundles" / "nvml-mismatch-580" / "proc-driver-nvidia-version.txt"
+
+
+def test_drv006_err_rows_in_the_table_are_a_warning_with_the_line(tmp_path):
+    _, fs = check(bundle(tmp_path, {"nvidia-smi.txt": V100_ERR}))
+    f = fs["DRV006"]
+    assert f["severity"] == "warn" and "ERR!" in f["title"]
+    assert any(e.startswith("nvidia-smi.txt:3 | N/A   29C    P0   ERR! / 250W") for e in f["evidence"])
+    _, fs = check(T4)
+    assert fs["DRV006"]["severity"] == "pass"
+
+
+def test_drv007_open_modules_pass_and_proprietary_on_blackwell_fails(tmp_path):
+    _, fs = check(T4)
+    f = fs["DRV007"]
+    assert f["severity"] == "pass" and "Open Kernel Module" in f["evidence"][0]
+    # composite of two real outputs from different machines: a B200 table and a proprietary-module banner
+    d = bundle(tmp_path, {"nvidia-smi.txt": B200_575, "proc-driver-nvidia-version.txt": PROPRIETARY})
+    _, fs = check(d)
+    f = fs["DRV007"]
+    assert f["severity"] == "fail" and "Proprietary kernel modules on b200" in f["title"]
+    assert f["evidence"][0].startswith(
+        "proc-driver-nvidia-version.txt:2 NVRM version: NVIDIA UNIX x86_64 Kernel Module"
+    )
+
+
+def test_drv003_real_node_with_toolkit_and_driver_on_the_same_cuda(tmp_path):
+    _, fs = check(T4)
+    assert fs["DRV003"]["severity"] == "pass"
+    assert fs["DRV003"]["evidence"][0] == "nvcc-version.txt:4 Cuda compilation tools, release 12.5, V12.5.40"
+
+
+@pytest.mark.parametrize("source", ["table", "xml"])
+def test_lay006_mig_enabled(tmp_path, source):
+    files = {"nvidia-smi.txt": MIG_TABLE} if source == "table" else {"nvidia-smi-q.xml": MIG_XML}
+    files["launch.txt"] = "vllm serve m --tensor-parallel-size 2\n"  # SYNTHETIC launch
+    _, fs = check(bundle(tmp_path, files))
+    f = fs["LAY006"]
+    assert f["severity"] == "warn" and "MIG splits GPU(s)" in f["title"], f
+    assert any("19968 MiB each" in e for e in f["evidence"])
+    _, fs = check(T4)
+    assert fs["LAY006"]["severity"] == "pass"
+
+
+def test_drv002_reads_the_cuda_of_a_cu129_vllm_build(tmp_path):
+    d = bundle(
+        tmp_path,
+        {
+            "nvidia-smi.txt": H200_8,
+            "vllm-version.txt": DATA / "collect" / "vllm-version" / "local-version-suffix-0.23.0+cu129.txt",
+        },
+    )
+    _, fs = check(d)
+    f = fs["DRV002"]
+    assert f["severity"] == "warn" and "CUDA 12.9 only under minor-version compatibility" in f["title"]
+    assert any("vLLM 0.23.0+cu129 is a CUDA 12.9 build" in e for e in f["evidence"])
+    # the same build on a driver that covers CUDA 13.0 passes
+    d2 = tmp_path / "b2"
+    d2.mkdir()
+    (d2 / "nvidia-smi.txt").write_text(GB300_580.read_text())
+    (d2 / "vllm-version.txt").write_text((d / "vllm-version.txt").read_text())
+    _, fs = check(d2)
+    assert fs["DRV002"]["severity"] == "pass"
+
+
+def test_truncated_image_inspect_is_named_when_its_cuda_is_unknown(tmp_path):
+    example = Path(__file__).parents[2] / "examples" / "captured-h200-node"
+    d = bundle(
+        tmp_path,
+        {"nvidia-smi.txt": H200_8, "docker-image-inspect.json": example / "docker-image-inspect.json"},
+    )
+    _, fs = check(d)
+    f = fs["DRV002"]
+    assert f["severity"] == "info"
+    assert "image vllm/vllm-openai:latest: docker-image-inspect.json has no CUDA_VERSION" in f["evidence"][1]

@@ -226,6 +226,12 @@ def _no_devices(facts: Facts, r: Rule, ev: list[str]) -> Finding:
         ev = ev + [nvd_ev]
     if facts.snapshot.container.in_container:
         ev = ev + [f"running in a container ({facts.snapshot.container.runtime or 'runtime unknown'})"]
+    if facts.snapshot.extra.get("open_kernel_module") is False:
+        hit = facts.find("proc-driver-nvidia-version", "Kernel Module")
+        ev = ev + [
+            f"{hit[0] + ' ' if hit else ''}proprietary kernel modules: Blackwell and Grace Hopper GPUs are driven "
+            "only by the open modules (DRV007)"
+        ]
     return r.finding(
         "fail",
         "nvidia-smi found no GPU: the driver answers but no device is usable",
@@ -282,11 +288,20 @@ def _image_cuda(facts: Facts, recipe: Recipe) -> tuple[str | None, str]:
     for spec in recipe.images:
         if spec.cuda and tag == spec.tag:
             return spec.cuda, f"launch image {spec.tag} is CUDA {spec.cuda} ({spec.source})"
+    v, v_ev = facts.server_vllm()
+    variant_cuda = _variant_cuda(v.variant)
+    if variant_cuda:
+        return (
+            variant_cuda,
+            f"vLLM {v.raw} is a CUDA {variant_cuda} build ({'; '.join(v_ev) or 'vLLM version'})",
+        )
     torch = facts.snapshot.python.torch
-    if tag is None and torch.cuda:
+    server_env, env_ev = facts.python_env()
+    if tag is None and torch.cuda and server_env is not False:
         return (
             torch.cuda,
-            f"no image: the Python environment's torch {torch.version or '?'} is built with CUDA {torch.cuda}",
+            f"no image: the Python environment's torch {torch.version or '?'} is built with CUDA {torch.cuda} "
+            f"({env_ev})",
         )
     for spec in recipe.images:
         if spec.cuda and tag is None:
@@ -294,7 +309,22 @@ def _image_cuda(facts: Facts, recipe: Recipe) -> tuple[str | None, str]:
                 spec.cuda,
                 f"no image inspected; assuming the recipe image {spec.tag} (CUDA {spec.cuda}; {spec.source})",
             )
-    return None, "image CUDA version unknown (no docker image inspect, no recipe image)"
+    if tag is not None and ("docker-image-inspect.json" in facts.raw):
+        return None, (
+            f"image {tag}: docker-image-inspect.json has no CUDA_VERSION / NVIDIA_REQUIRE_CUDA "
+            "(a truncated paste, or not a CUDA image)"
+        )
+    if tag is not None:
+        return None, f"image {tag} not inspected: its CUDA is unknown (collect --image {tag})"
+    return None, "image CUDA unknown: no image inspected or in the launch, no vLLM/torch CUDA build known"
+
+
+def _variant_cuda(variant: str | None) -> str | None:
+    """`cu129` -> "12.9", `cu130` -> "13.0" (vLLM's and torch's local version tags)."""
+    if not variant or not variant.startswith("cu") or not variant[2:].isdigit() or len(variant) < 5:
+        return None
+    digits = variant[2:]
+    return f"{digits[:-1]}.{digits[-1]}"
 
 
 @rule(
@@ -569,6 +599,16 @@ def mixed_cuda_wheels(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
 def torch_vs_driver(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     t = facts.snapshot.python.torch
     drv_cuda = facts.snapshot.driver.cuda_version
+    server_env, env_ev = facts.python_env()
+    if t.cuda and server_env is False:
+        return [
+            r.finding(
+                "info",
+                "torch CUDA vs driver not compared: the inspected Python is not the server's environment",
+                [env_ev, f"torch {t.version or '?'} CUDA {t.cuda} there"],
+                ["Check with the server's Python: `python -c 'import torch; print(torch.version.cuda)'`."],
+            )
+        ]
     if not t.cuda or not drv_cuda:
         return [
             r.finding(
@@ -597,3 +637,95 @@ def torch_vs_driver(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             )
         ]
     return [r.finding("pass", f"torch CUDA {t.cuda} runs on driver CUDA {drv_cuda}", ev)]
+
+
+@rule(
+    "DRV006",
+    "driver_cuda",
+    "No GPU row in nvidia-smi shows ERR!",
+    "nvidia-smi prints ERR! where it cannot read a GPU's sensor or state (fan, power, temperature, ECC); "
+    "a transient read failure is harmless, a persistent one is often the first sign of a GPU falling off "
+    "the bus or a board fault.",
+    [
+        "See which field fails: `nvidia-smi -q -i N` (ERR! or 'Unknown Error' in the field).",
+        "Look for Xid errors on that GPU: `sudo dmesg -T | grep -i xid`.",
+        "If it persists across reads: drain the node, reset the GPU (`sudo nvidia-smi -r -i N`) or reboot; "
+        "replace the board if it returns.",
+    ],
+    ["https://docs.nvidia.com/deploy/xid-errors/index.html"],
+    by_hand="`nvidia-smi | grep -n 'ERR!'`",
+)
+def gpu_rows_show_err(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    bad = facts.snapshot.extra.get("gpus_showing_err") or []
+    if not isinstance(bad, list) or not bad:
+        if not facts.snapshot.gpus:
+            return [
+                r.finding(
+                    "info",
+                    "GPU rows not checked for ERR!: no nvidia-smi table",
+                    [facts.missing("nvidia-smi") or "no GPUs listed"],
+                )
+            ]
+        return [r.finding("pass", f"No ERR! in the {len(facts.snapshot.gpus)} GPU rows", [])]
+    ev = []
+    hit = facts.find("nvidia-smi", "ERR!")
+    if hit is not None:
+        ev.append(f"{hit[0]} {hit[1]}")
+    ev.append(f"GPU(s) showing ERR!: {', '.join(str(i) for i in bad)}")
+    idx = str(bad[0])
+    fix = [step.replace("-i N", f"-i {idx}") for step in r.fix]
+    return [r.finding("warn", f"nvidia-smi shows ERR! for GPU {', '.join(str(i) for i in bad)}", ev, fix)]
+
+
+OPEN_MODULES_BLOG = (
+    "https://developer.nvidia.com/blog/nvidia-transitions-fully-towards-open-source-gpu-kernel-modules/"
+)
+
+
+@rule(
+    "DRV007",
+    "driver_cuda",
+    "The kernel module flavour supports the GPUs (open modules on Blackwell)",
+    "Since r560 the open GPU kernel modules are NVIDIA's default; Grace Hopper and Blackwell data-center "
+    "GPUs are supported only by the open flavour (NVIDIA, 'transitions fully towards open-source GPU kernel "
+    "modules'). The proprietary flavour on a B200/GB200 leaves the GPUs unusable.",
+    [
+        "Install the open flavour of the same driver branch (e.g. `nvidia-open` / `nvidia-driver-580-open`, "
+        "or the .run installer with `--kernel-module-type=open`), then reboot.",
+        "Confirm with `cat /proc/driver/nvidia/version` ('NVIDIA UNIX Open Kernel Module').",
+    ],
+    [
+        OPEN_MODULES_BLOG,
+        "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/kernel-modules.html",
+    ],
+    by_hand="`cat /proc/driver/nvidia/version` ('Open Kernel Module' or not) and the GPU model",
+)
+def kernel_module_flavour(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    open_module = facts.snapshot.extra.get("open_kernel_module")
+    hit = facts.find("proc-driver-nvidia-version", "Kernel Module")
+    where = f"{hit[0]} {hit[1]}" if hit else "proc-driver-nvidia-version.txt"
+    family = facts.family()
+    needs_open = family == "blackwell" or any("GH200" in n.upper() for n in facts.gpu_names)
+    if open_module is None:
+        return [
+            r.finding(
+                "info" if needs_open else "pass",
+                "Kernel module flavour not collected"
+                + (
+                    ": Blackwell needs the open modules" if needs_open else " (any flavour drives these GPUs)"
+                ),
+                [facts.missing("proc-driver-nvidia-version") or "no /proc/driver/nvidia/version captured"],
+            )
+        ]
+    flavour = "open" if open_module else "proprietary"
+    ev = [f"{where} ({flavour} kernel modules)", f"hardware: {facts.hardware() or 'unknown'}"]
+    if needs_open and not open_module:
+        return [
+            r.finding(
+                "fail",
+                f"Proprietary kernel modules on {facts.hardware() or 'Grace Hopper'} GPUs: only the open "
+                "modules support them",
+                ev,
+            )
+        ]
+    return [r.finding("pass", f"{flavour.capitalize()} kernel modules", ev)]

@@ -434,3 +434,68 @@ def _per_node_need(facts: Facts) -> tuple[int | None, str]:
     if nodes == 1:
         return tp * pp * dp, f"TP {tp} x PP {pp} x DP {dp}"
     return None, "multi-node launch"
+
+
+MIG_DOCS = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/index.html"
+
+
+@rule(
+    "LAY006",
+    "parallel_layout",
+    "GPUs are whole (MIG off) for a multi-GPU server",
+    "With MIG on, a GPU is split into instances with a fraction of its memory and SMs; vLLM then sees MIG "
+    "devices, not the GPU, so the memory and layout the recipe assumes are not there.",
+    [
+        "For a multi-GPU server: disable MIG on its GPUs (`sudo nvidia-smi -i N -mig 0`, then reset the GPU "
+        "or reboot) and check `nvidia-smi` shows 'MIG M.: Disabled'.",
+        "Or run one single-GPU vLLM per MIG device: `CUDA_VISIBLE_DEVICES=MIG-<uuid>` (from `nvidia-smi -L`), "
+        "--tensor-parallel-size 1, a model that fits the slice.",
+    ],
+    [MIG_DOCS],
+    by_hand="`nvidia-smi --query-gpu=index,mig.mode.current --format=csv` and `nvidia-smi -L`",
+)
+def mig_enabled(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
+    gpus = facts.snapshot.gpus
+    mig_devices = facts.snapshot.extra.get("mig_devices") or []
+    on = sorted(
+        {g.index for g in gpus if (g.mig_mode or "").lower() == "enabled"}
+        | {
+            int(d["gpu_index"])
+            for d in mig_devices
+            if isinstance(d, dict) and isinstance(d.get("gpu_index"), int)
+        }
+    )
+    if not on:
+        if not gpus:
+            return [
+                r.finding(
+                    "info", "MIG mode not checked: no GPUs seen", [facts.missing("nvidia-smi") or "no GPUs"]
+                )
+            ]
+        return [r.finding("pass", "MIG is off: whole GPUs", [f"{len(gpus)} GPUs, none with MIG enabled"])]
+    ev = []
+    hit = facts.find("nvidia-smi", "MIG devices") or facts.find("nvidia-smi-q", "mig_mode")
+    if hit is not None:
+        ev.append(f"{hit[0]} {hit[1]}")
+    ev.append(f"MIG enabled on GPU(s) {', '.join(map(str, on))}")
+    sizes = sorted(
+        {d.get("memory_total_mib") for d in mig_devices if isinstance(d, dict) and d.get("memory_total_mib")}
+    )
+    if mig_devices:
+        ev.append(
+            f"{len(mig_devices)} MIG device(s)"
+            + (f" of {', '.join(f'{s} MiB' for s in sizes)} each" if sizes else "")
+        )
+    need, need_ev = _per_node_need(facts)
+    if need is not None and need > 1:
+        ev.append(f"the launch needs {need} GPUs ({need_ev})")
+        return [
+            r.finding(
+                "warn", f"The launch needs {need} GPUs but MIG splits GPU(s) {', '.join(map(str, on))}", ev
+            )
+        ]
+    return [
+        r.finding(
+            "warn", f"MIG is enabled on GPU(s) {', '.join(map(str, on))}: vLLM sees slices, not GPUs", ev
+        )
+    ]
