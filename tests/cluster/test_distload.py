@@ -45,3 +45,55 @@ def test_two_actors_drive_the_sim_and_merge_histograms_exactly():
     rebuilt.record_many([r.e2e_s for r in merged.records if r.e2e_s is not None])
     assert rebuilt.to_dict() == merged.hists["e2e"].to_dict()
     assert merged.hists["e2e"].percentile(99) == rebuilt.percentile(99)
+
+
+@pytest.mark.slow
+def test_accept_ramp_with_two_ray_workers(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from vllm_medic.cli import app
+    from vllm_medic.sim.config import SimConfig
+    from vllm_medic.sim.server import start_sim
+
+    sim = start_sim(SimConfig(ttft_ms=5, itl_ms=1, output_tokens=8))
+    try:
+        res = CliRunner().invoke(
+            app,
+            [
+                "accept",
+                sim.url,
+                "--steps",
+                "ramp",
+                "--quick",
+                "--workers",
+                "2",
+                "--concurrency",
+                "2,4",
+                "--requests-per-step",
+                "8",
+                "--max-client-lag-ms",
+                "1000",
+                "--db",
+                f"sqlite:///{tmp_path}/h.db",
+                "--json",
+            ],
+        )
+    finally:
+        sim.stop()
+    assert res.exit_code == 0, res.output
+    ramp = json.loads(res.stdout)["steps"][0]
+    assert ramp["name"] == "ramp" and ramp["status"] == "pass", ramp
+    levels = ramp["data"]["levels"]
+    assert [lv["concurrency"] for lv in levels] == [2, 4]
+    assert all(lv["ok"] == 8 for lv in levels), levels
+
+
+def test_workers_need_a_count_above_one_for_ray(tmp_path):
+    from typer.testing import CliRunner
+
+    from vllm_medic.cli import app
+
+    res = CliRunner().invoke(app, ["accept", "http://127.0.0.1:9", "--ray", "auto"])
+    assert res.exit_code == 2 and "--workers" in res.output

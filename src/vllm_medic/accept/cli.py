@@ -103,6 +103,23 @@ def accept(
     collect: Annotated[
         bool, typer.Option("--collect/--no-collect", help="Collect the environment here in the archive step.")
     ] = True,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            help="Run each load level in N Ray actors (pip install 'vllm-medic[ray]'); their latency "
+            "histograms merge bucket by bucket. Default 1: a single process.",
+            metavar="N",
+        ),
+    ] = 1,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            help="With --workers: the Ray cluster to place actors on (default: local).",
+            metavar="ADDRESS",
+        ),
+    ] = None,
     db: Annotated[
         str | None, typer.Option("--db", help="SQLAlchemy URL of the run history.", metavar="URL")
     ] = None,
@@ -135,6 +152,10 @@ def accept(
         raise UsageError("--error-budget is a fraction in [0, 1), e.g. 0.01")
     if max_client_lag <= 0:
         raise UsageError("--max-client-lag-ms must be positive")
+    if workers < 1:
+        raise UsageError("--workers must be at least 1")
+    if ray_address is not None and workers == 1:
+        raise UsageError("--ray places load actors: give --workers N (N > 1) with it")
     if bundle is not None and not bundle.exists():
         raise UsageError(f"--bundle {bundle}: no such file or directory")
     if html is not None and not html.expanduser().resolve().parent.is_dir():
@@ -163,6 +184,8 @@ def accept(
         max_tokens=16 if quick else 64,
         bundle=bundle,
         collect=collect,
+        workers=workers,
+        ray_address=ray_address,
     )
     from vllm_medic.accept.render import emit
     from vllm_medic.accept.runner import run_accept

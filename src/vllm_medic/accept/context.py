@@ -37,6 +37,7 @@ class RunContext:
     # (name, content, media type) -> None: attach a file (the snapshot) to the run.
     attach: Callable[[str, str | bytes, str], None] = lambda _name, _content, _media: None
     run_nonce: str = ""
+    distributed: Any = None  # cluster.distload.DistributedLoad, created by the first level that needs it
 
     def model_name(self) -> str:
         return self.model or self.opts.model or "default"

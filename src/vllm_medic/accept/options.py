@@ -39,6 +39,8 @@ class AcceptOptions:
     max_tokens: int = 64
     bundle: Path | None = None
     collect: bool = True
+    workers: int = 1  # >1: each load level runs in this many Ray actors (cluster.distload), merged exactly
+    ray_address: str | None = None
 
     @property
     def has_logs(self) -> bool:

@@ -141,6 +141,7 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
         recorder.step(name, "running", [], data)
 
     functions = step_functions()
+    ctx: RunContext | None = None
     try:
         async with ServerClient(
             opts.url, api_key=opts.api_key, timeout_s=opts.request_timeout_s, model=opts.model
@@ -171,6 +172,9 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
                 if summary.interrupted:
                     break
     finally:
+        if ctx is not None and ctx.distributed is not None:
+            with contextlib.suppress(Exception):
+                ctx.distributed.close()
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.remove_signal_handler(signal.SIGTERM)
 

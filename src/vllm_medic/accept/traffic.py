@@ -88,7 +88,10 @@ async def run_level(
     )
     gpu = GpuMemorySampler(opts.url).start()
     try:
-        result = await step.run()
+        if opts.workers > 1:
+            result = await _run_distributed(ctx, concurrency, requests, duration_s, body, model)
+        else:
+            result = await step.run()
     except asyncio.CancelledError:
         if on_partial is not None:
             on_partial(step.result)
@@ -99,6 +102,40 @@ async def run_level(
     run.gpu_memory_peak_mib = None if gpu.peak_mib is None else round(gpu.peak_mib, 1)
     run.gpu_memory_source = gpu.source
     return run
+
+
+async def _run_distributed(
+    ctx: RunContext,
+    concurrency: int,
+    requests: int | None,
+    duration_s: float | None,
+    body: dict[str, Any],
+    model: str | None,
+) -> Any:
+    """The same level split over ``--workers`` Ray actors; their StepResults merge exactly."""
+    from vllm_medic.cluster.distload import ClientSpec, DistributedLoad
+
+    opts = ctx.opts
+    loop = asyncio.get_running_loop()
+    if ctx.distributed is None:
+        spec = ClientSpec(opts.url, api_key=opts.api_key, timeout_s=opts.request_timeout_s, model=model)
+        ctx.distributed = await loop.run_in_executor(
+            None, lambda: DistributedLoad(spec, opts.workers, address=opts.ray_address)
+        )
+    return await loop.run_in_executor(
+        None,
+        lambda: ctx.distributed.run_step(
+            concurrency=concurrency,
+            body_factory=lambda _i: body,
+            requests=requests,
+            duration_s=duration_s,
+            timeout_s=opts.request_timeout_s,
+            stall_timeout_s=opts.request_timeout_s,
+            metrics_interval_s=WATCH_INTERVAL_S,
+            max_lag_ms=opts.max_client_lag_ms,
+            stop_when=stop_when_server_gone,
+        ),
+    )
 
 
 def ms_percentiles(summary: dict[str, Any]) -> dict[str, float] | None:
