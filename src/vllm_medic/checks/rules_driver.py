@@ -707,15 +707,19 @@ def kernel_module_flavour(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding
     family = facts.family()
     needs_open = family == "blackwell" or any("GH200" in n.upper() for n in facts.gpu_names)
     if open_module is None:
+        why = facts.missing("proc-driver-nvidia-version") or "no /proc/driver/nvidia/version captured"
+        if needs_open:
+            return [
+                r.finding(
+                    "info", "Kernel module flavour not collected: Blackwell needs the open modules", [why]
+                )
+            ]
+        if not facts.snapshot.gpus:
+            return [
+                r.finding("info", "Kernel module flavour not checked: no NVIDIA module or GPU seen", [why])
+            ]
         return [
-            r.finding(
-                "info" if needs_open else "pass",
-                "Kernel module flavour not collected"
-                + (
-                    ": Blackwell needs the open modules" if needs_open else " (any flavour drives these GPUs)"
-                ),
-                [facts.missing("proc-driver-nvidia-version") or "no /proc/driver/nvidia/version captured"],
-            )
+            r.finding("pass", f"Any kernel module flavour drives {facts.hardware() or 'these GPUs'}", [why])
         ]
     flavour = "open" if open_module else "proprietary"
     ev = [f"{where} ({flavour} kernel modules)", f"hardware: {facts.hardware() or 'unknown'}"]
