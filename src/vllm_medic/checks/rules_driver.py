@@ -291,10 +291,8 @@ def _image_cuda(facts: Facts, recipe: Recipe) -> tuple[str | None, str]:
     v, v_ev = facts.server_vllm()
     variant_cuda = _variant_cuda(v.variant)
     if variant_cuda:
-        return (
-            variant_cuda,
-            f"vLLM {v.raw} is a CUDA {variant_cuda} build ({'; '.join(v_ev) or 'vLLM version'})",
-        )
+        where = v_ev[0].split(" vLLM ")[0].rstrip(":") if v_ev else "vLLM version"
+        return variant_cuda, f"{where} vLLM {v.raw} is a CUDA {variant_cuda} build (its own CUDA runtime)"
     torch = facts.snapshot.python.torch
     server_env, env_ev = facts.python_env()
     if tag is None and torch.cuda and server_env is not False:

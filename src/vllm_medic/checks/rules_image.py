@@ -122,8 +122,8 @@ def unverified_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         and (recipe.driver.cuda or "").startswith("13")
     ):
         findings_ev += [
-            f"vLLM {v.raw} is a cu129 build",
-            *v_ev,
+            f"{v_ev[0].split(' vLLM ')[0].rstrip(':') if v_ev else 'vLLM version'} vLLM {v.raw} is a cu129 build",
+            *v_ev[1:],
             f"recipe {recipe.name} ships CUDA {recipe.driver.cuda} builds only: {ut.get('source', recipe.driver.source)}",
         ]
     if findings_ev:
