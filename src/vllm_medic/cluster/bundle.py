@@ -88,9 +88,14 @@ def is_multinode(path: Path) -> bool:
     path = Path(path)
     if path.is_dir():
         return (path / CLUSTER_FILE).is_file() or any(p.is_file() for p in path.glob(f"*/{CLUSTER_FILE}"))
-    if path.is_file() and tarfile.is_tarfile(path):
-        with tarfile.open(path, "r:*") as tar:
-            return any(os.path.basename(m.name) == CLUSTER_FILE for m in tar.getmembers())
+    try:
+        if path.is_file() and tarfile.is_tarfile(path):
+            with tarfile.open(path, "r:*") as tar:
+                return any(os.path.basename(m.name) == CLUSTER_FILE for m in tar.getmembers())
+    except (tarfile.TarError, OSError, EOFError):
+        # Truncated or unreadable: not recognisably multi-node; the single-node reader then names the
+        # problem. (An EOFError escaping to Click would print 'Aborted!' and exit 1, like a Ctrl-C.)
+        return False
     return False
 
 
@@ -108,10 +113,17 @@ def load_multinode(path: Path) -> tuple[dict[str, Any], dict[str, CollectResult]
     root = path if (path / CLUSTER_FILE).is_file() else next(p.parent for p in path.glob(f"*/{CLUSTER_FILE}"))
     try:
         summary = json.loads((root / CLUSTER_FILE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"cannot read {root / CLUSTER_FILE}: {exc}") from None
+    if not isinstance(summary, dict):
+        raise UsageError(
+            f"{root / CLUSTER_FILE}: expected a JSON object with 'nodes', got {type(summary).__name__}"
+        )
     nodes: dict[str, CollectResult] = {}
-    for entry in summary.get("nodes") or []:
+    entries = summary.get("nodes")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise UsageError(f"{root / CLUSTER_FILE}: 'nodes' must be a list of objects (one per node)")
+    for entry in entries:
         node_dir = root / str(entry.get("dir") or "")
         if entry.get("status") == "ok" and node_dir.is_dir():
             result = load_captured(node_dir)
