@@ -53,6 +53,24 @@ def _read_log_lines(path: Path) -> list[str]:
     return [strip_ansi(decode(line)) for line in raw.split(b"\n")]  # decode() caps each line's length
 
 
+def _check_url(url: str, what: str) -> str:
+    """A server URL must be http(s)://host[:port]: anything else is a usage error (exit 2), not a failed
+    request (exit 3) with an aiohttp message. ``host:port`` means ``http://host:port``, as in `accept`."""
+    from urllib.parse import urlparse
+
+    url = url.strip()
+    if "://" not in url:
+        url = "http://" + url
+    parsed = urlparse(url)
+    try:
+        host, _port = parsed.hostname, parsed.port
+    except ValueError as exc:
+        raise UsageError(f"{what} {url!r}: bad port ({exc})") from exc
+    if parsed.scheme not in ("http", "https") or not host or any(c.isspace() for c in url):
+        raise UsageError(f"{what} {url!r} is not an http(s) URL (expected e.g. http://127.0.0.1:8000)")
+    return url
+
+
 def _api_key(env_name: str) -> str | None:
     import os
 
@@ -123,12 +141,23 @@ def flag_command(
             "warnings": parsed.warnings,
         }
     if log is not None:
-        inp.log = read_log(_read_log_lines(log), str(log))
+        lines = _read_log_lines(log)
+        inp.log = read_log(lines, str(log))
+        if not (inp.log.non_default or inp.log.engine):
+            readable = sum(1 for line in lines if line.strip())
+            inp.empty_inputs.append(
+                f"log {log}: no 'non-default args' or engine-config line among {readable} non-empty line(s) "
+                "(not a vLLM startup log, or binary?)"
+            )
     rows: list[dict[str, str]] = []
     if server is not None:
-        rows = _server_cache_config(server, _api_key(api_key_env))
+        rows = _server_cache_config(_check_url(server, "--server"), _api_key(api_key_env))
         inp.metrics = metrics_layers(rows, f"{server}/metrics")
         extra["cache_config_info"] = rows
+        if not rows:
+            inp.empty_inputs.append(
+                f"server {server}/metrics: no vllm:cache_config_info sample (not a vLLM /metrics page?)"
+            )
     if hybrid is not None:
         inp.hybrid, inp.hybrid_basis = hybrid, "--hybrid" if hybrid else "--not-hybrid"
     elif model_config is not None:
@@ -272,6 +301,8 @@ def diff_command(
     """Where two chat requests stop sharing a prefix, in tokens, blocks and JSON location, and why."""
     from vllm_medic.cache.diff_run import compare_pairs
 
+    if server is not None:
+        server = _check_url(server, "--server")
     reqs_a = _load_requests(a)
     if b is not None:
         reqs_b = _load_requests(b)
@@ -354,6 +385,7 @@ def probe_command(
 
     from vllm_medic.cache.probe import probe_findings, run_probe
 
+    url = _check_url(url, "URL")
     extra = []
     if request is not None:
         body = _load_requests(request)[0]

@@ -70,6 +70,8 @@ class FlagInputs:
     metrics: list[LayerValue] = field(default_factory=list)  # one per engine
     hybrid: bool | None = None
     hybrid_basis: str = ""
+    # inputs that were given but held no prefix-caching setting, e.g. "log x.log: 0 of 12 lines ..."
+    empty_inputs: list[str] = field(default_factory=list)
 
 
 def _bool(v: Any) -> bool | None:
@@ -198,13 +200,16 @@ def verdict(inp: FlagInputs) -> list[Finding]:
         else ("off by default for hybrid models" if not default else "on by default for ordinary models")
     )
     if not layers:
+        given = bool(inp.empty_inputs)
         return [
             Finding(
                 "CACHE-FLAG000",
                 Severity.WARN,
                 Category.PREFIX_CACHE,
-                "Nothing to compare: give the launch, the engine log or the server",
-                [],
+                "Nothing to compare: the inputs given hold no prefix-caching setting"
+                if given
+                else "Nothing to compare: give the launch, the engine log or the server",
+                list(inp.empty_inputs),
                 [
                     "Pass --launch (command, script, docker inspect JSON or manifest), --log (the engine log "
                     "from startup) and/or --server URL (reads vllm:cache_config_info)."

@@ -259,6 +259,8 @@ def _overall(records: list[ProbeRecord], flag_on: bool | None) -> str:
     if flag_on is False:
         return "flag off"
     fixed = [r for r in records if r.name.startswith("fixed#") and r.ok]
+    if len(fixed) < 2:  # without a first send and one repeat answered there is no miss to explain
+        return "no answers"
     ids = [tuple(r.token_ids) for r in fixed if r.token_ids]
     lens = {r.prompt_tokens for r in fixed if r.prompt_tokens}
     if (ids and len(set(ids)) > 1) or len(lens) > 1:
@@ -347,6 +349,25 @@ def probe_findings(report: ProbeReport) -> list[Any]:
                     "Hybrid models reuse only checkpointed prefixes: keep prompt ends stable (multi-turn), or set "
                     "VLLM_PREFIX_CACHE_RETENTION_INTERVAL to a smaller interval to add periodic checkpoints.",
                     "With several DP engines, route requests of one conversation to the same engine (prefix-aware routing).",
+                ],
+            )
+        )
+    elif v == "no answers":
+        failed = [r for r in report.records if r.name.startswith("fixed#") and not r.ok]
+        first = next((r.error for r in failed if r.error), None) or "no error text"
+        findings.append(
+            Finding(
+                "CACHE-PROBE007",
+                Severity.FAIL,
+                cat,
+                f"Cannot judge prefix caching: {len(failed)} of the fixed request's sends got no usable answer "
+                f"(first: {first})",
+                evidence,
+                [
+                    "Send one chat request by hand (`curl -N URL/v1/chat/completions -d @req.json`) and check it "
+                    "streams `data:` events ending in `data: [DONE]`.",
+                    "If a proxy or gateway sits in front of vLLM, point the probe at vLLM itself.",
+                    "Run `vllm-medic accept URL --steps start,basic` to see what the server answers.",
                 ],
             )
         )
