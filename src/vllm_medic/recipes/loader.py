@@ -72,10 +72,17 @@ def load_recipe(name_or_path: str) -> Recipe:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"recipe {path}: cannot read: {exc}") from exc
     doc = _yaml(text, str(path))
-    if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("vllm-medic/recipe/"):
-        return _parse_ours(doc, str(path), origin="user")
-    if isinstance(doc, dict) and isinstance(doc.get("model"), dict) and "model_id" in doc["model"]:
-        return _parse_official(doc, path)
+    try:
+        if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("vllm-medic/recipe/"):
+            return _parse_ours(doc, str(path), origin="user")
+        if isinstance(doc, dict) and isinstance(doc.get("model"), dict) and "model_id" in doc["model"]:
+            return _parse_official(doc, path)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        # The field readers name most shape errors; this catches the rest (a list where a number was
+        # expected deep inside) so a malformed recipe is a usage error naming the file, never a crash.
+        raise UsageError(
+            f"recipe {path}: a field has an unexpected shape ({type(exc).__name__}: {exc})"
+        ) from None
     raise UsageError(
         f"recipe {path}: not a recipe: expected 'schema: {OUR_SCHEMA}' (vllm-medic format) or a "
         "'model: {{model_id: ...}}' block (vllm-project/recipes format)"
@@ -142,7 +149,7 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
     )
     for i, a in enumerate(r.get(doc, "architectures", list, "architectures", [])):
         f = f"architectures[{i}]"
-        a = r.get({"x": a}, "x", dict, f)
+        a = r.req({"x": a}, "x", dict, f)
         recipe.architectures.append(
             Architecture(r.req(a, "name", str, f + ".name"), a.get("min_vllm"), _s(a.get("source", where)))
         )
@@ -162,13 +169,13 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
         }
     for i, fl in enumerate(r.get(doc, "vllm_floors", list, "vllm_floors", [])):
         f = f"vllm_floors[{i}]"
-        fl = r.get({"x": fl}, "x", dict, f)
+        fl = r.req({"x": fl}, "x", dict, f)
         recipe.vllm_floors.append(
             Floor(str(r.req(fl, "version", (str, int, float), f + ".version")), _s(fl.get("source", where)))
         )
     for i, im in enumerate(r.get(doc, "images", list, "images", [])):
         f = f"images[{i}]"
-        im = r.get({"x": im}, "x", dict, f)
+        im = r.req({"x": im}, "x", dict, f)
         recipe.images.append(
             ImageSpec(
                 r.req(im, "tag", str, f + ".tag"),
@@ -179,7 +186,7 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
         )
     for i, b in enumerate(r.get(doc, "known_bad_images", list, "known_bad_images", [])):
         f = f"known_bad_images[{i}]"
-        b = r.get({"x": b}, "x", dict, f)
+        b = r.req({"x": b}, "x", dict, f)
         kind = str(b.get("kind", "exact"))
         if kind not in ("exact", "prefix", "glob"):
             raise r.fail(f + ".kind", "one of exact, prefix, glob", kind)
@@ -216,7 +223,7 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
         src = _s(hw.get("source", where))
         for key, b in r.get(hw, "baselines", dict, "hardware.baselines", {}).items():
             f = f"hardware.baselines.{key}"
-            b = r.get({"x": b}, "x", dict, f)
+            b = r.req({"x": b}, "x", dict, f)
             recipe.hardware[str(key).lower()] = HardwareBaseline(
                 int(r.req(b, "min_gpus", int, f + ".min_gpus")),
                 r.get(b, "min_nodes", int, f + ".min_nodes"),
@@ -235,7 +242,7 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
         recipe.weights = Sourced(float(gb), _s(w.get("source", where)))
     for i, fl in enumerate(r.get(doc, "required_flags", list, "required_flags", [])):
         f = f"required_flags[{i}]"
-        fl = r.get({"x": fl}, "x", dict, f)
+        fl = r.req({"x": fl}, "x", dict, f)
         recipe.required_flags.append(
             RequiredFlag(
                 r.req(fl, "flag", str, f + ".flag"),
