@@ -76,10 +76,13 @@ CASES: list[tuple[str, str]] = [
         "--gpu-memory-utilization 7 --pipeline-parallel-size 0'",
     ),
     ("check-bundle-json-junit-into-dir", "check --from {bundle} --json --junit {directory}"),
+    ("check-multinode-list", "check --from {cluster_list}"),
+    ("check-multinode-nodes-str", "check --from {cluster_nodes_str}"),
+    ("check-multinode-bad-json", "check --from {cluster_bad_json}"),
     ("check-from-and-snapshot", "check --from {directory} --snapshot {bad_json}"),
     ("check-strategy-hardware-unknown", "check --from {bundle} --strategy nope --hardware nope"),
     ("check-junit-into-dir", "check --from {bundle} --junit {directory}"),
-    ("check-junit-missing-parent", "check --from {bundle} --junit {missing}"),
+    ("check-junit-under-file", "check --from {bundle} --junit {empty}/x.xml"),
     ("check-negative-timeout", "check --timeout -1"),
     # --- doctor (collects here: no nvidia-smi on this machine)
     ("doctor-negative-timeout", "doctor --timeout -5"),
@@ -182,7 +185,7 @@ CASES: list[tuple[str, str]] = [
     ("report-db-missing", "report latest --db sqlite:///{missing}"),
     ("report-unknown-run", "report no-such-run --db sqlite:///{good_db}"),
     ("report-html-into-dir", "report latest --db sqlite:///{good_db} --html {directory}"),
-    ("report-junit-missing-parent", "report latest --db sqlite:///{good_db} --junit {missing}"),
+    ("report-junit-under-file", "report latest --db sqlite:///{good_db} --junit {empty}/x.xml"),
     ("diff-db-binary", "diff a b --db sqlite:///{binary}"),
     ("diff-unknown-runs", "diff nope1 nope2 --db sqlite:///{good_db}"),
     ("diff-db-empty", "diff latest latest --db sqlite:///{empty}"),
@@ -257,6 +260,7 @@ CASES: list[tuple[str, str]] = [
 
 # Cases that break today in areas still being built elsewhere: strict xfail, so fixing them is noticed.
 XFAIL: dict[str, str] = {
+    "health-timeout-negative": "health: --timeout -1 is accepted and the command runs (exit 0) (health/)",
     "sim-port-negative": "sim: --port -1 reaches bind() -> 'internal error: OverflowError', not a usage error (sim/)",
     "sim-port-too-big": "sim: --port 70000 reaches bind() -> 'internal error: OverflowError', not a usage error (sim/)",
 }
@@ -264,6 +268,10 @@ XFAIL: dict[str, str] = {
 # What a case may answer beyond "a documented code": a missing input is a usage error, never 0.
 MUST_BE_USAGE = {
     "check-from-missing",
+    "check-from-truncated-tgz",
+    "check-from-binary",
+    "check-multinode-list",
+    "check-multinode-bad-json",
     "check-snapshot-missing",
     "check-recipe-unknown",
     "triage-missing",
@@ -277,6 +285,9 @@ MUST_BE_USAGE = {
     "rules-unknown-flag",
     "recipes-extra-arg",
     "sim-port-busy",
+    "cache-flag-server-not-url",
+    "cache-probe-not-url",
+    "health-timeout-negative",
 }
 
 
@@ -310,6 +321,21 @@ def requests_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     return a, b
 
 
+def _multinode_bundles(root: Path) -> dict[str, str]:
+    """Multi-node bundle directories whose cluster.json is of the wrong shape (built once, idempotent)."""
+    out = {}
+    for name, text in (
+        ("cluster_list", "[1, 2, 3]"),
+        ("cluster_nodes_str", '{"nodes": "gpu-01", "schema": 1}'),
+        ("cluster_bad_json", '{"nodes": [{"node": "a", "dir": "a", "status": "ok"'),
+    ):
+        d = root / name
+        d.mkdir(exist_ok=True)
+        (d / "cluster.json").write_text(text, encoding="utf-8")
+        out[name] = str(d)
+    return out
+
+
 def _render(template: str, bad: BadInputs, out: Path, good_db: Path, reqs: tuple[Path, Path]) -> list[str]:
     import shlex
 
@@ -329,6 +355,7 @@ def _render(template: str, bad: BadInputs, out: Path, good_db: Path, reqs: tuple
         nccl_log=str(DATA / "health" / "nccl" / "socket-between-nodes-nccl-952-excerpt.txt"),
         req_a=str(reqs[0]),
         req_b=str(reqs[1]),
+        **_multinode_bundles(bad.root),
     )
     return shlex.split(template.format(**values))
 
@@ -351,6 +378,8 @@ def test_bad_input_gets_a_message_and_a_documented_exit_code(
         pytest.fail(f"{case_id}: no answer within {exc.timeout}s: {argv}")
     assert TRACEBACK not in outcome.text, outcome.describe()
     assert "internal error" not in outcome.text, outcome.describe()
+    # Click prints 'Aborted!' (exit 1) for an EOFError/KeyboardInterrupt that escaped: a crash in disguise.
+    assert "Aborted!" not in outcome.text, outcome.describe()
     assert outcome.returncode in DOCUMENTED_EXIT_CODES, outcome.describe()
     assert outcome.text.strip(), f"no message at all\n{outcome.describe()}"
     if outcome.returncode in (2, 3):
@@ -392,3 +421,34 @@ def test_plan_rejects_non_finite_and_negative_sizes(flag: str, medic_home: Path)
     outcome = run_medic(argv, medic_env(medic_home))
     assert outcome.returncode == 2, outcome.describe()
     assert flag.split()[0] in outcome.stderr, outcome.describe()
+
+
+def test_cache_probe_against_garbage_answers_says_no_usable_answer_not_a_cache_miss(
+    bad: BadInputs, medic_home: Path
+) -> None:
+    """A server whose chat answers are not SSE cannot show a prefix-cache miss: the verdict says so."""
+    import json
+
+    outcome = run_medic(
+        ["cache", "probe", bad.url_badjson, "--filler-repeats", "1", "--json"], medic_env(medic_home)
+    )
+    assert outcome.returncode == 1, outcome.describe()
+    report = json.loads(outcome.stdout)
+    ids = [f["id"] for f in report["findings"]]
+    assert "CACHE-PROBE007" in ids and "CACHE-PROBE005" not in ids, ids
+    finding = next(f for f in report["findings"] if f["id"] == "CACHE-PROBE007")
+    assert "no usable answer" in finding["title"] and "[DONE]" in finding["title"], finding["title"]
+
+
+def test_cache_flag_names_the_inputs_that_held_nothing(bad: BadInputs, medic_home: Path) -> None:
+    import json
+
+    outcome = run_medic(
+        ["cache", "flag", "--log", str(bad.binary), "--server", bad.url_html, "--json"], medic_env(medic_home)
+    )
+    assert outcome.returncode == 0, outcome.describe()  # a warning: nothing failed, nothing could be compared
+    finding = json.loads(outcome.stdout)["findings"][0]
+    assert finding["id"] == "CACHE-FLAG000", finding
+    assert "hold no prefix-caching setting" in finding["title"], finding
+    evidence = " ".join(finding["evidence"])
+    assert str(bad.binary) in evidence and f"{bad.url_html}/metrics" in evidence, evidence
