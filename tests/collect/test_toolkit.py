@@ -69,6 +69,7 @@ def test_live_probe_runs_nvcc_and_stores_its_output(tmp_path, recordings):
     snap = json.loads((out / "snapshot.json").read_text())
     assert snap["extra"]["cuda_toolkit_version"] == "11.5"
     assert Path(out / "nvcc-version.txt").read_text().count("release 11.5") == 1
+    assert "toolkit CUDA 11.5 (nvcc; not the driver)" in res.stdout + res.stderr
 
 
 def test_live_probe_without_nvcc_is_missing_not_an_error(tmp_path, recordings):
