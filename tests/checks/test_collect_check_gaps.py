@@ -414,3 +414,16 @@ def test_truncated_image_inspect_is_named_when_its_cuda_is_unknown(tmp_path):
     f = fs["DRV002"]
     assert f["severity"] == "info"
     assert "image vllm/vllm-openai:latest: docker-image-inspect.json has no CUDA_VERSION" in f["evidence"][1]
+
+
+def test_torch_of_a_non_server_environment_is_not_judged(tmp_path):
+    # SYNTHETIC pip list: the real cu128 list (torch 2.8.0+cu128) without vLLM, beside a CUDA 13 driver table
+    image = '[{"RepoTags": ["vllm/vllm-openai:v0.11.0"], "Config": {"Env": ["CUDA_VERSION=13.0.1"]}}]'
+    files = {"nvidia-smi.txt": B200_575, "pip-freeze.txt": PIP_NO_VLLM, "docker-image-inspect.json": image}
+    _, fs = check(bundle(tmp_path, files))
+    for rule_id in ("DRV005", "IMG005"):
+        assert fs[rule_id]["severity"] == "info" and "not the server's environment" in fs[rule_id]["title"]
+    # the same list with vLLM in it is the server's: torch cu128 inside a CUDA 13 image fails IMG005
+    (tmp_path / "captured" / "pip-freeze.txt").write_text(PIP_NO_VLLM.read_text() + "vllm==0.11.0\n")
+    _, fs = check(tmp_path / "captured")
+    assert fs["IMG005"]["severity"] == "fail"

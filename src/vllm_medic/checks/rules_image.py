@@ -280,6 +280,15 @@ def torch_vs_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         spec = recipe.image_for("nvidia")
         if spec and spec.cuda and facts.snapshot.launch.image == spec.tag:
             cuda, src = spec.cuda, f"recipe image {spec.tag}"
+    server_env, env_ev = facts.python_env()
+    if t.cuda and server_env is False:
+        return [
+            r.finding(
+                "info",
+                "torch CUDA vs image CUDA not compared: the inspected Python is not the server's environment",
+                [env_ev, f"torch {t.version or '?'} CUDA {t.cuda} there", f"image CUDA {cuda or 'unknown'}"],
+            )
+        ]
     if not t.cuda or not cuda:
         return [
             r.finding(
