@@ -91,6 +91,23 @@ def test_drv001_names_the_failure_with_its_line_and_the_next_step(
     assert first_fix in drv["fix"][0].lower(), drv["fix"]
 
 
+def test_nvml_unknown_error_in_a_container_says_recreate_it_and_why(tmp_path):
+    d = bundle(
+        tmp_path,
+        {
+            "nvidia-smi.txt": ERRORS
+            / "nvml-unknown-error-container-after-daemon-reload-container-toolkit-1227.txt",
+            "container.txt": "/.dockerenv: present\n",  # SYNTHETIC container evidence
+        },
+    )
+    _, fs = check(d)
+    f = fs["DRV001"]
+    assert f["severity"] == "fail" and "this container has lost its GPU devices" in f["title"]
+    assert "nvidia-smi.txt:1 Failed to initialize NVML: Unknown Error" in f["evidence"]
+    assert "recreate the container" in f["fix"][0] and "create-dev-char-symlinks" in f["fix"][1]
+    assert "https://github.com/NVIDIA/nvidia-docker/issues/1730" in f["docs"]
+
+
 def test_gpu_lost_fix_follows_the_method_xid_then_lspci_then_drain_and_reset(tmp_path):
     _, fs = check(bundle(tmp_path, {"nvidia-smi.txt": ERRORS / "gpu-is-lost-reboot-owod-81.txt"}))
     fix = fs["DRV001"]["fix"]

@@ -74,6 +74,8 @@ def driver_answers(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         handler = {"missing": _not_found, "timeout": _hung, "permission": _permission}.get(err.kind)
     if handler is not None:
         return [handler(facts, r, ev)]
+    if d.status == "error" and "unknown error" in " ".join(ev).lower():
+        return [_nvml_unknown_error(facts, r, ev)]
     if d.status == "error" or err is not None:
         return [
             r.finding(
@@ -265,6 +267,31 @@ def _permission(facts: Facts, r: Rule, ev: list[str]) -> Finding:
             "nvidia.com/gpu=all`) rather than bind-mounting /dev/nvidia*; rootless podman needs the CDI "
             "spec's device gid or `--group-add keep-groups`; check SELinux denials (`sudo ausearch -m avc`).",
         ],
+    )
+
+
+def _nvml_unknown_error(facts: Facts, r: Rule, ev: list[str]) -> Finding:
+    """`Failed to initialize NVML: Unknown Error`: typically a container that lost its device access."""
+    inside = facts.snapshot.container.in_container
+    if inside:
+        ev = ev + [f"running in a container ({facts.snapshot.container.runtime or 'runtime unknown'})"]
+    return r.finding(
+        "fail",
+        "NVML 'Unknown Error': "
+        + ("this container has lost its GPU devices" if inside else "GPU devices unreachable")
+        + " (a systemd cgroup reload under a running container, or a wedged driver)",
+        ev,
+        [
+            "If `nvidia-smi` works on the host but not in the container: a `systemctl daemon-reload` (often from "
+            "unattended upgrades) removed the container's device access; delete and recreate the container / "
+            "restart the pod, which gets the GPUs back.",
+            "Stop it recurring (NVIDIA notice nvidia-docker#1730): create the /dev/char symlinks on the host "
+            "(`sudo nvidia-ctk system create-dev-char-symlinks --create-all`, kept by a udev rule) or switch to "
+            "CDI device injection.",
+            "If it fails on the host too: `sudo dmesg -T | grep -iE 'NVRM|xid'`, then drain the node and reload "
+            "the modules or reboot.",
+        ],
+        docs=["https://github.com/NVIDIA/nvidia-docker/issues/1730", *r.docs],
     )
 
 
