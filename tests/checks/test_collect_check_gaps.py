@@ -444,3 +444,8 @@ def test_torch_of_a_non_server_environment_is_not_judged(tmp_path):
     (tmp_path / "captured" / "pip-freeze.txt").write_text(PIP_NO_VLLM.read_text() + "vllm==0.11.0\n")
     _, fs = check(tmp_path / "captured")
     assert fs["IMG005"]["severity"] == "fail"
+
+
+def test_driver_evidence_points_at_the_file_that_carried_it(tmp_path):
+    _, fs = check(bundle(tmp_path, {"nvidia-smi-q.xml": MIG_XML}))
+    assert fs["DRV001"]["evidence"] == ["nvidia-smi-q.xml:5 Driver Version: 510.47.03, CUDA Version 11.6"]

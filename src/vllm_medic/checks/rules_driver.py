@@ -15,10 +15,20 @@ CUDA_COMPAT_DOCS = "https://docs.nvidia.com/deploy/cuda-compatibility/index.html
 RELEASE_NOTES = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"
 
 
+def _driver_where(facts: Facts, version: str | None) -> str:
+    """``file:line`` of the driver version in whichever nvidia-smi output (or NVML dump) carried it."""
+    if version:
+        for source in ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml.json"):
+            hit = facts.find(source, version)
+            if hit is not None:
+                return hit[0]
+    return facts.where("nvidia-smi", "Driver Version")
+
+
 def _driver_version(facts: Facts) -> tuple[str | None, str]:
     d = facts.snapshot.driver
     if d.version:
-        return d.version, f"{facts.where('nvidia-smi', 'Driver Version')} Driver Version: {d.version}"
+        return d.version, f"{_driver_where(facts, d.version)} Driver Version: {d.version}"
     if d.kernel_module_version:
         where = facts.where("proc-driver-nvidia-version", "Kernel Module")
         return (
@@ -66,7 +76,7 @@ def driver_answers(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             r.finding(
                 "pass",
                 f"NVIDIA driver {d.version} loaded{cuda}",
-                [f"{facts.where('nvidia-smi', 'Driver Version')} Driver Version: {d.version}{cuda}"],
+                [f"{_driver_where(facts, d.version)} Driver Version: {d.version}{cuda}"],
             )
         ]
     handler = _DRV001_BY_STATUS.get(d.status)
