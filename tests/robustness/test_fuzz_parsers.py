@@ -351,3 +351,90 @@ def _numbers(obj: Any) -> list[float]:
     if isinstance(obj, list):
         return [n for v in obj for n in _numbers(v)]
     return []
+
+
+# --- triage, health parsers, SSE, cache diff ---------------------------------------------------------
+
+LOG_LINE = st.one_of(
+    TEXTISH,
+    st.sampled_from(
+        [
+            "ERROR 11-30 03:00:02 [core.py:6] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ",
+            "Traceback (most recent call last):",
+            '  File "/usr/lib/python3.12/site-packages/vllm/engine.py", line 12, in run',
+            "NVRM: Xid (PCI:0000:1b:00): 79, pid=1234, GPU has fallen off the bus.",
+            "gpu-01:1234:1234 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM",
+            "gpu-01:1234:1234 [0] NCCL INFO comm 0x55 rank 0 nranks 8 cudaDev 0 nvmlDev 0 busId 1b000 - Init",
+            "(EngineCore_DP0 pid=77) ERROR 11-30 [multiproc_executor.py:1] Worker proc VllmWorker-0 died",
+            "\x1b[31mERROR\x1b[0m",
+        ]
+    ),
+)
+
+
+@FUZZ
+@given(lines=st.lists(LOG_LINE, max_size=40))
+def test_triage_scan_text_never_raises(lines: list[str]) -> None:
+    from vllm_medic.triage.api import scan_text
+
+    result = scan_text("\n".join(lines))
+    result.findings()
+
+
+@FUZZ
+@given(lines=st.lists(LOG_LINE, max_size=40))
+def test_health_parsers_never_raise(lines: list[str]) -> None:
+    from vllm_medic.health import fabric, limits, xid
+    from vllm_medic.health.nccl_path import nccl_findings, parse_nccl_logs
+
+    text = "\n".join(lines)
+    xid.group_events(xid.parse_xid_events(text))
+    fabric.parse_nvidia_smi_q(text)
+    fabric.parse_nvidia_smi_q_xml(text)
+    fabric.parse_service(text)
+    limits.parse_df_shm(text)
+    limits.parse_ulimit(text)
+    limits.parse_cgroup_memory(text)
+    nccl_findings(parse_nccl_logs([("a.log", text), ("b.log", text[::-1])]))
+
+
+@FUZZ
+@given(
+    chunks=st.lists(
+        st.one_of(st.binary(max_size=80), TEXTISH.map(lambda t: t.encode("utf-8", "replace"))), max_size=20
+    )
+)
+def test_sse_parser_never_raises(chunks: list[bytes]) -> None:
+    from vllm_medic.serve.sse import SSEParser
+
+    parser = SSEParser()
+    for i, chunk in enumerate(chunks):
+        parser.feed(chunk, float(i))
+
+
+CHAT_MESSAGE = st.fixed_dictionaries(
+    {"role": st.sampled_from(["system", "user", "assistant", "tool"])},
+    optional={"content": st.one_of(st.text(max_size=30), st.none(), JSON_ANY), "tool_calls": JSON_ANY},
+)
+CHAT_REQUEST = st.fixed_dictionaries(
+    {"messages": st.lists(CHAT_MESSAGE, max_size=5)},
+    optional={
+        "model": JSON_ANY,
+        "tools": JSON_ANY,
+        "chat_template_kwargs": JSON_ANY,
+        "temperature": JSON_ANY,
+    },
+)
+
+
+@FUZZ
+@given(a=st.one_of(CHAT_REQUEST, JSON_ANY), b=st.one_of(CHAT_REQUEST, JSON_ANY))
+def test_cache_diff_of_any_two_requests_is_a_result_or_a_refusal(a: Any, b: Any) -> None:
+    from vllm_medic.cache.diff import NotAChatRequest, check_chat, diff_requests
+
+    try:
+        a, b = check_chat(a, "a"), check_chat(b, "b")
+    except NotAChatRequest:
+        return
+    result = diff_requests(a, b)
+    assert result.identical == (result.divergence is None)

@@ -140,13 +140,21 @@ def _content_segments(i: int, role: str, content: Any) -> list[Segment]:
     return [Segment(i, role, base, json.dumps(content, ensure_ascii=False))]
 
 
+def _as_list(value: Any) -> list[Any]:
+    """A field that should be a list, as one: a malformed scalar or object becomes one element, so it is
+    still compared (and shown) instead of crashing the diff."""
+    if isinstance(value, list):
+        return value
+    return [] if value is None or value == "" else [value]
+
+
 def _message_segments(i: int, m: dict[str, Any]) -> list[Segment]:
     role = str(m.get("role"))
     out = [Segment(i, role, f"messages[{i}].role", role)]
     if m.get("name") is not None:
         out.append(Segment(i, role, f"messages[{i}].name", str(m["name"])))
     out.extend(_content_segments(i, role, m.get("content")))
-    for j, call in enumerate(m.get("tool_calls") or []):
+    for j, call in enumerate(_as_list(m.get("tool_calls"))):
         fn = call.get("function", {}) if isinstance(call, dict) else {}
         out.append(Segment(i, role, f"messages[{i}].tool_calls[{j}].function.name", str(fn.get("name", ""))))
         args = fn.get("arguments", "")
@@ -179,7 +187,7 @@ def segments(req: dict[str, Any]) -> list[Segment]:
     if msgs and msgs[0].get("role") in ("system", "developer"):
         out.extend(_message_segments(0, msgs[0]))
         start = 1
-    for j, tool in enumerate(req.get("tools") or []):
+    for j, tool in enumerate(_as_list(req.get("tools"))):
         out.append(Segment(None, "tools", f"tools[{j}]", json.dumps(tool, ensure_ascii=False)))
     for i in range(start, len(msgs)):
         out.extend(_message_segments(i, msgs[i]))
