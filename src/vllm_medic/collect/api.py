@@ -166,12 +166,7 @@ def collect_here(opts: CollectOptions) -> CollectResult:
     options["launch_origin"] = launch_origin
     python, python_origin = _vllm_python(env)
     options["python"], options["python_origin"] = python, python_origin
-    placeholders = {
-        "image": opts.image,
-        "container": container_target,
-        "python": python,
-        "nvcc": _nvcc(env),
-    }
+    placeholders = {"image": opts.image, "container": container_target, "python": python}
 
     jobs: list[tuple[str, list[str]]] = []
     probe_meta: dict[str, dict[str, Any]] = {}
@@ -187,6 +182,8 @@ def collect_here(opts: CollectOptions) -> CollectResult:
                 )
             continue
         argv = [_fill(str(a), placeholders) for a in probe["argv"]]
+        if argv[0] == "nvcc":  # the toolkit's bin is often not on PATH
+            argv[0] = _nvcc(env)
         jobs.append((probe["name"], argv))
         probe_meta[probe["name"]] = probe
 
