@@ -253,6 +253,14 @@ def test_kernel_stamp_is_the_arrival_time_even_when_the_loop_is_blocked() -> Non
         server.close()
         return written[0], stamps[0]
 
-    t_written, t_stamp = asyncio.run(go())
+    # The read callback itself runs >= 200 ms after the bytes arrived; the stamp must not. On a loaded
+    # 2-core machine one attempt can be descheduled between write() and the stamp, so take the best
+    # of three: a fallback to loop time would be >= 0.2 s every time.
     # (the kernel has the bytes before writer.write() returns, hence the small negative tolerance)
-    assert -0.002 <= t_stamp - t_written < 0.05  # the read callback itself ran >= 200 ms later
+    gaps = []
+    for _ in range(3):
+        t_written, t_stamp = asyncio.run(go())
+        gaps.append(t_stamp - t_written)
+        if -0.002 <= gaps[-1] < 0.05:
+            break
+    assert -0.002 <= min(gaps, key=abs) < 0.05, gaps
