@@ -29,7 +29,8 @@ class Driver:
     cuda_version: str | None = None  # nvidia-smi's "CUDA Version", e.g. "13.0"
     kernel_module_version: str | None = None  # from /proc/driver/nvidia/version
     nvml_library_version: str | None = None  # from "NVML library version: 570.124"
-    status: str = "unknown"  # ok | no_driver | version_mismatch | hung | not_found | error | unknown
+    # ok | no_driver | version_mismatch | hung | not_found | gpu_lost | no_devices | permission | error | unknown
+    status: str = "unknown"
     status_detail: str = ""
 
 

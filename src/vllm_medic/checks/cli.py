@@ -163,7 +163,9 @@ def _check_cluster(
     """A multi-node bundle: each node's verdicts folded, plus what differs between nodes."""
     from vllm_medic.cluster.multicheck import check_multinode, render_table
 
-    findings, cluster = check_multinode(path, rec, model_config=model_config, strategy=strategy, hardware=hardware)
+    findings, cluster = check_multinode(
+        path, rec, model_config=model_config, strategy=strategy, hardware=hardware
+    )
     if not as_json:
         render_table(console(), cluster)
     code = emit_findings(
