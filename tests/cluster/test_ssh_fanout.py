@@ -68,6 +68,10 @@ def test_collect_over_ssh_and_compare(two_nodes, tmp_path):
     assert snap.driver.version == "580.105.08" and len(snap.gpus) == 4
     assert "nvidia_peermem" in snap.kernel_modules
     assert (
+        "on the node" in snap.extra["python_env"]["origin"]
+        or "node's python3" in snap.extra["python_env"]["origin"]
+    )
+    assert (
         by[targets[1].name].result.snapshot.kernel_modules
         and "nvidia_peermem" not in by[targets[1].name].result.snapshot.kernel_modules
     )

@@ -86,7 +86,11 @@ def result_from_remote(payload: dict[str, Any], node: str, transport: str) -> Co
         manifest = {
             "tool_version": None,
             "collected_at": None,
-            "options": {"transport": transport},
+            "options": {
+                "transport": transport,
+                "python": payload.get("python"),
+                "python_origin": payload.get("python_origin"),
+            },
             "sources": payload.get("sources") or [],
         }
         (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")

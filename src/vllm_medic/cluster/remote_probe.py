@@ -83,8 +83,9 @@ def _run(name: str, argv: list[str], file: str, timeout: float, out: dict, lock:
         out["sources"].append(entry)
 
 
-def vllm_python() -> str:
-    """The interpreter of the node's vLLM environment: the `vllm` script's shebang, else ours."""
+def vllm_python() -> tuple[str, str]:
+    """The interpreter of the node's vLLM environment (the `vllm` script's shebang, else ours), and how
+    it was chosen."""
     for d in os.environ.get("PATH", "").split(os.pathsep):
         candidate = os.path.join(d, "vllm")
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
@@ -95,17 +96,18 @@ def vllm_python() -> str:
                 break
             if first.startswith("#!"):
                 interp = first[2:].strip().split()[0]
-                if os.path.basename(interp) != "env" and os.access(interp, os.X_OK):
-                    return interp
-            break
-    return sys.executable
+                if os.path.basename(interp) not in ("env", "sh") and os.access(interp, os.X_OK):
+                    return interp, f"the interpreter of the vllm script {candidate} on the node"
+            return sys.executable, f"the node's python3 (no usable interpreter in {candidate}'s first line)"
+    return sys.executable, "the node's python3 (no `vllm` on the node's PATH)"
 
 
 def collect(spec: dict) -> dict:
     out: dict = {"files": {}, "sources": [], "host": os.uname().nodename, "time": time.time()}
     lock = threading.Lock()
     timeout = float(spec.get("timeout_s", 10.0))
-    python = vllm_python()
+    python, origin = vllm_python()
+    out["python"], out["python_origin"] = python, origin
     threads = [
         threading.Thread(
             target=_run,
