@@ -123,6 +123,38 @@ def _db_errors(fn: Any) -> Any:
     return wrapper
 
 
+def _as_object(value: Any) -> dict[str, Any]:
+    """A stored JSON object read back as one: another shape (written by another version or writer) is
+    kept under ``raw`` so renderers can rely on a dict and nothing stored is dropped."""
+    if isinstance(value, dict):
+        return value
+    return {} if value is None else {"raw": value}
+
+
+_FINDING_TEXT = ("id", "severity", "category", "title")
+_FINDING_LISTS = ("evidence", "fix", "docs")
+
+
+def _as_findings(value: Any) -> list[dict[str, Any]]:
+    """Stored findings read back as a list of finding dicts with text fields and lists of text."""
+    items = value if isinstance(value, list) else ([] if value is None else [value])
+    out = []
+    for item in items:
+        f = dict(item) if isinstance(item, dict) else {"title": json.dumps(item, default=str)}
+        for key in _FINDING_TEXT:
+            if key in f and not isinstance(f[key], str):
+                f[key] = "" if f[key] is None else json.dumps(f[key], default=str)
+        for key in _FINDING_LISTS:
+            v = f.get(key)
+            if v is not None:
+                f[key] = [
+                    x if isinstance(x, str) else json.dumps(x, default=str)
+                    for x in (v if isinstance(v, list) else [v])
+                ]
+        out.append(f)
+    return out
+
+
 def _finding_dict(f: Any) -> dict[str, Any]:
     if isinstance(f, Finding):
         return f.to_dict()
@@ -473,7 +505,7 @@ class Store:
             "host": row.host,
             "pid": row.pid,
             "tool_version": row.tool_version,
-            "meta": _from_json(row.meta, {}),
+            "meta": _as_object(_from_json(row.meta, {})),
         }
 
     @_db_errors
@@ -487,8 +519,8 @@ class Store:
                 {
                     "name": s.name,
                     "status": s.status,
-                    "findings": _from_json(s.findings, []),
-                    "data": _from_json(s.data, {}),
+                    "findings": _as_findings(_from_json(s.findings, [])),
+                    "data": _as_object(_from_json(s.data, {})),
                     "updated_at": s.updated_at,
                 }
                 for s in conn.execute(select(st).where(st.c.run_id == rid).order_by(st.c.position))
@@ -496,7 +528,12 @@ class Store:
             ev = schema.events
             if include_events:
                 run["events"] = [
-                    {"seq": e.id, "kind": e.kind, "at": e.at, "payload": _from_json(e.payload, {})}
+                    {
+                        "seq": e.id,
+                        "kind": e.kind,
+                        "at": e.at,
+                        "payload": _as_object(_from_json(e.payload, {})),
+                    }
                     for e in conn.execute(select(ev).where(ev.c.run_id == rid).order_by(ev.c.id))
                 ]
             else:
@@ -521,7 +558,7 @@ class Store:
             if kind is not None:
                 q = q.where(ev.c.kind == kind)
             return [
-                {"seq": e.id, "kind": e.kind, "at": e.at, "payload": _from_json(e.payload, {})}
+                {"seq": e.id, "kind": e.kind, "at": e.at, "payload": _as_object(_from_json(e.payload, {}))}
                 for e in conn.execute(q.order_by(ev.c.id))
             ]
 
