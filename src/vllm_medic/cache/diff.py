@@ -259,7 +259,7 @@ def likely_causes(a: dict[str, Any], b: dict[str, Any], div: Divergence | None) 
     causes: list[str] = []
     if any(a.get(k) != b.get(k) for k in TEMPLATE_FIELDS):
         causes.append(CAUSE_TEMPLATE_VARS)
-    ta, tb = a.get("tools") or [], b.get("tools") or []
+    ta, tb = _as_list(a.get("tools")), _as_list(b.get("tools"))
     if ta != tb or [_canon(t) for t in ta] != [_canon(t) for t in tb] or json.dumps(ta) != json.dumps(tb):
         if Counter(_canon(t) for t in ta) == Counter(_canon(t) for t in tb):
             if [_canon(t) for t in ta] != [_canon(t) for t in tb]:
