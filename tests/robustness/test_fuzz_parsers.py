@@ -438,3 +438,36 @@ def test_cache_diff_of_any_two_requests_is_a_result_or_a_refusal(a: Any, b: Any)
         return
     result = diff_requests(a, b)
     assert result.identical == (result.divergence is None)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_plan_with_a_mutated_recipe_file_exits_0_1_or_2(data: st.DataObject, tmp_path_factory: Any) -> None:
+    """`plan --recipe FILE` reads the recipe twice (validated, then the official variants): any shape
+    that loads must plan, anything else must be a usage error."""
+    from vllm_medic.cli import app
+
+    sources = [SHIPPED_RECIPE] + [yaml.safe_load(p.read_text(encoding="utf-8")) for p in OFFICIAL[:3]]
+    doc = _mutated(data.draw(st.sampled_from(sources)), data)
+    path = tmp_path_factory.mktemp("recipe") / "recipe.yaml"
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True), encoding="utf-8")
+    result = CliRunner().invoke(app, ["plan", "--recipe", str(path), "--gpu", "H200", "--json"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        f"{type(result.exception).__name__}: {result.exception}"
+    )
+    assert result.exit_code in (0, 1, 2), result.output
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_rules_judge_any_model_config(data: st.DataObject) -> None:
+    """`check --model` hands the config to the layout/hybrid rules: a config of any shape is judged."""
+    from vllm_medic.checks.api import run_checks
+    from vllm_medic.recipes import load_recipe
+    from vllm_medic.snapshot import Snapshot
+
+    config = _mutated(data.draw(st.sampled_from(PLAN_CONFIGS)), data)
+    if not isinstance(config, dict):
+        config = {"architectures": config}
+    for recipe in ("generic", "kimi-k3"):
+        run_checks(Snapshot.from_dict(REAL_SNAPSHOT), load_recipe(recipe), model_config=config)
