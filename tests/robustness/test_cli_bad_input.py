@@ -42,6 +42,8 @@ CASES: list[tuple[str, str]] = [
     ("collect-hosts-binary", "collect --hosts {binary} -o {out}/b"),
     ("collect-hosts-missing", "collect --hosts {missing} -o {out}/b"),
     ("collect-k8s-no-kubectl", "collect --k8s app=vllm -o {out}/b"),
+    ("collect-ray-dead-address", "collect --ray 127.0.0.1:{dead_port} -o {out}/b"),
+    ("collect-hosts-all-unreachable", "collect --hosts {dead_hosts} -o {out}/b"),
     ("collect-from-and-hosts", "collect --from {directory} --hosts {empty} -o {out}/b"),
     # --- check
     ("check-from-missing", "check --from {missing}"),
@@ -268,6 +270,7 @@ XFAIL: dict[str, str] = {
 # What a case may answer beyond "a documented code": a missing input is a usage error, never 0.
 MUST_BE_USAGE = {
     "check-from-missing",
+    "collect-ray-dead-address",
     "check-from-truncated-tgz",
     "check-from-binary",
     "check-multinode-list",
@@ -333,6 +336,9 @@ def _multinode_bundles(root: Path) -> dict[str, str]:
         d.mkdir(exist_ok=True)
         (d / "cluster.json").write_text(text, encoding="utf-8")
         out[name] = str(d)
+    hosts = root / "dead-hosts.txt"
+    hosts.write_text("# nothing listens on port 9 of loopback\n127.0.0.1:9\n", encoding="utf-8")
+    out["dead_hosts"] = str(hosts)
     return out
 
 
@@ -452,3 +458,14 @@ def test_cache_flag_names_the_inputs_that_held_nothing(bad: BadInputs, medic_hom
     assert "hold no prefix-caching setting" in finding["title"], finding
     evidence = " ".join(finding["evidence"])
     assert str(bad.binary) in evidence and f"{bad.url_html}/metrics" in evidence, evidence
+
+
+def test_a_fan_out_that_reaches_no_node_is_exit_3_and_keeps_the_bundle(
+    bad: BadInputs, medic_home: Path, tmp_path: Path
+) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1:9\n", encoding="utf-8")
+    outcome = run_medic(["collect", "--hosts", str(hosts), "-o", str(tmp_path / "b")], medic_env(medic_home))
+    assert outcome.returncode == 3, outcome.describe()
+    assert "no node could be collected (0/1)" in outcome.stderr, outcome.describe()
+    assert (tmp_path / "b" / "cluster.json").is_file()

@@ -66,8 +66,10 @@ def run_fanout(
     dest = output or Path(f"vllm-medic-cluster-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
     dest = write_multinode_bundle(collections, dest)
     summary, _report = cluster_summary(collections)
+    ok = sum(1 for e in summary["nodes"] if e["status"] == "ok")
     if as_json:
         sys.stdout.write(dumps(summary) + "\n")
+        _fail_if_none_collected(ok, summary, dest)
         return dest
     for entry in summary["nodes"]:
         status = "[green][✓][/]" if entry["status"] == "ok" else "[red][✗][/]"
@@ -80,10 +82,22 @@ def run_fanout(
         if entry.get("error"):
             out.print(f"    {escape(str(entry['error']))}", highlight=False)
     render_table(out, summary["consistency"] | {"nodes": summary["nodes"]})
-    ok = sum(1 for e in summary["nodes"] if e["status"] == "ok")
     out.print(
         f"\nMulti-node bundle: {escape(str(dest))} ({ok}/{len(summary['nodes'])} nodes collected). "
         f"Next: vllm-medic check --from {escape(str(dest))} --recipe RECIPE",
         highlight=False,
     )
+    _fail_if_none_collected(ok, summary, dest)
     return dest
+
+
+def _fail_if_none_collected(ok: int, summary: dict, dest: Path) -> None:
+    """Not one node answered: the bundle (with each node's error) is written, but the tool did not work."""
+    if ok == 0:
+        from vllm_medic.errors import ToolError
+
+        first = next((e.get("error") for e in summary["nodes"] if e.get("error")), None)
+        raise ToolError(
+            f"no node could be collected (0/{len(summary['nodes'])}); first error: {first or 'unknown'}. "
+            f"The bundle {dest} records each node's error."
+        )
