@@ -165,3 +165,48 @@ def test_ctrl_c_stops_the_sim_with_exit_0(home: Path) -> None:
     code, stdout, stderr = _interrupt(["sim", "--port", "0"], medic_env(home), listening, "sim listening")
     assert TRACEBACK not in stdout + stderr, stdout + stderr
     assert code == 0, stdout + stderr
+
+
+def test_ctrl_c_during_cache_probe_exits_130_and_the_stored_run_reads_interrupted(
+    home: Path, tmp_path: Path
+) -> None:
+    """Every stream stalls after its first chunk; once the sim reports a running request, SIGINT."""
+    import urllib.request
+
+    from vllm_medic.serve.metrics import parse_prometheus
+    from vllm_medic.sim.config import SimConfig
+    from vllm_medic.sim.server import start_sim
+
+    handle = start_sim(SimConfig(stall_rate=1.0, stall_after=1, stall_s=120.0))
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+
+    def running(_proc: subprocess.Popen) -> bool:
+        with urllib.request.urlopen(f"{handle.url}/metrics", timeout=5) as resp:  # noqa: S310 - loopback
+            metrics = parse_prometheus(resp.read().decode())
+        return sum(s.value for s in metrics.samples if s.name == "vllm:num_requests_running") > 0
+
+    try:
+        code, stdout, stderr = _interrupt(
+            [
+                "cache",
+                "probe",
+                handle.url,
+                "--filler-repeats",
+                "1",
+                "--out",
+                str(tmp_path / "p.jsonl"),
+                "--store",
+                db,
+            ],
+            medic_env(home),
+            running,
+            "the probe's first request running on the sim",
+        )
+    finally:
+        handle.stop()
+    assert TRACEBACK not in stdout + stderr, stdout + stderr
+    assert code == 130, stdout + stderr
+    assert (tmp_path / "p.jsonl").exists()
+    history = run_medic(["history", "--db", db, "--json"], medic_env(home))
+    runs = json.loads(history.stdout)["runs"]
+    assert runs and runs[0]["status"] == "interrupted", history.describe()
