@@ -264,16 +264,8 @@ CASES: list[tuple[str, str]] = [
     ("cache-probe-launch-binary", "cache probe {url_html} --filler-repeats 1 --launch {binary}"),
 ]
 
-# Cases that break today in areas still being built elsewhere: strict xfail, so fixing them is noticed.
-XFAIL: dict[str, str] = {
-    "accept-not-a-url": "accept: 'not a url' becomes http://not a url and exits 1 'nothing is answering', "
-    "not a usage error (accept/options.py normalise_url)",
-    "accept-concurrency-conflict": "accept: --concurrency with --max-concurrency (documented as alternatives) "
-    "is accepted silently (accept/)",
-    "health-timeout-negative": "health: --timeout -1 is accepted and the command runs (exit 0) (health/)",
-    "sim-port-negative": "sim: --port -1 reaches bind() -> 'internal error: OverflowError', not a usage error (sim/)",
-    "sim-port-too-big": "sim: --port 70000 reaches bind() -> 'internal error: OverflowError', not a usage error (sim/)",
-}
+# Cases that broke in areas built in parallel, kept here as strict xfails until fixed (none open now).
+XFAIL: dict[str, str] = {}
 
 # What a case may answer beyond "a documented code": a missing input is a usage error, never 0.
 MUST_BE_USAGE = {

@@ -53,7 +53,7 @@ def normalise_url(url: str) -> str:
     if "://" not in raw:
         raw = "http://" + raw
     parsed = urlparse(raw)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    if any(ch.isspace() for ch in raw) or parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise UsageError(f"not an http(s) URL: {url!r} (expected e.g. http://127.0.0.1:8000)")
     try:
         _ = parsed.port
@@ -82,6 +82,8 @@ def parse_steps(text: str | None) -> tuple[str, ...]:
 
 
 def parse_concurrency(text: str | None, max_concurrency: int | None, quick: bool) -> tuple[int, ...]:
+    if text and max_concurrency is not None:
+        raise UsageError("give either --concurrency LEVELS or --max-concurrency N, not both")
     if text:
         try:
             levels = [int(x) for x in text.split(",") if x.strip()]

@@ -55,6 +55,13 @@ def health_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """GPU faults (Xid), NVLink fabric, container limits and the image's insides: what takes clusters down."""
+    import math
+
+    from vllm_medic.errors import UsageError
+
+    for flag, value in (("--timeout", timeout), ("--image-timeout", image_timeout)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number of seconds, got {value:g}")
     from vllm_medic.health import probe
     from vllm_medic.health.rules import run_health_rules
     from vllm_medic.snapshot import Snapshot

@@ -96,6 +96,8 @@ def sim_command(
     from vllm_medic.sim.config import SimConfig
     from vllm_medic.sim.server import serve_forever
 
+    if not 0 <= port <= 65535:
+        raise fail_usage(f"--port must be 0..65535 (0: any free port), got {port}")
     api_key = None
     if api_key_env:
         api_key = os.environ.get(api_key_env)
