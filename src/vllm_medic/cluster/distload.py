@@ -70,30 +70,15 @@ class DistributedLoad:
     def __init__(
         self, spec: ClientSpec, workers: int, address: str | None = None, ship_package: bool = True
     ) -> None:
-        try:
-            import ray
-        except ImportError:
-            from vllm_medic.cluster.fanout import ray_required_message
-
-            raise UsageError(ray_required_message().replace("Ray fan-out", "--workers")) from None
         if workers < 1:
             raise UsageError("--workers must be at least 1")
+        from vllm_medic.cluster.raysession import connect, import_ray
+
+        ray = import_ray("--workers")
         self._ray = ray
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
-            kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
-            if address:
-                kwargs["address"] = address
-            if ship_package:
-                from pathlib import Path
-
-                import vllm_medic
-
-                kwargs["runtime_env"] = {"py_modules": [str(Path(vllm_medic.__file__).parent)]}
-            try:
-                ray.init(**kwargs)
-            except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise UsageError(f"cannot start or reach Ray for --workers: {exc}") from None
+            connect(address, what="--workers", ship_package=ship_package, start_local=True)
         actor = ray.remote(num_cpus=1, max_restarts=0)(LoadWorker)
         self.actors = [actor.remote(spec) for _ in range(workers)]
 

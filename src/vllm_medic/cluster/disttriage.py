@@ -144,13 +144,6 @@ def _triage_on_node(inputs: list[str], catalogue_texts: dict[str, str]) -> dict[
 def triage_ray(
     address: str | None, inputs: list[str], catalogue_paths: list[Path] = (), *, ship_package: bool = True
 ) -> dict[str, Any]:  # type: ignore[assignment]
-    try:
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    except ImportError:
-        from vllm_medic.cluster.fanout import ray_required_message
-
-        raise UsageError(ray_required_message()) from None
     from vllm_medic.cluster.fanout import _ray_clock_offset, _ray_node_names
 
     catalogue_texts = {}
@@ -159,15 +152,11 @@ def triage_ray(
             catalogue_texts[str(p)] = Path(p).read_text(encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot read catalogue {p}: {exc.strerror or exc}") from None
-    kwargs: dict[str, Any] = {"address": address or "auto", "logging_level": "ERROR", "log_to_driver": False}
-    if ship_package:
-        import vllm_medic
+    from vllm_medic.cluster.raysession import connect
 
-        kwargs["runtime_env"] = {"py_modules": [str(Path(vllm_medic.__file__).parent)]}
-    try:
-        ray.init(**kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UsageError(f"cannot connect to the Ray cluster at {address or 'auto'}: {exc}") from None
+    ray = connect(address, what="triage --ray", ship_package=ship_package)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
     try:
         alive = [n for n in ray.nodes() if n.get("Alive")]
         names = _ray_node_names(alive)

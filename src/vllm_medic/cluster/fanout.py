@@ -333,56 +333,15 @@ def _best_offset(samples: list[tuple[float, float, float]]) -> float | None:
     return _offset(t_send, remote, t_recv)
 
 
-def ray_required_message() -> str:
-    return "Ray fan-out needs Ray: pip install 'vllm-medic[ray]' (the nodes already run it for vLLM's multi-node executor)"
-
-
-def _check_ray_port(address: str | None, timeout_s: float) -> None:
-    """Fail fast on an explicit ``host:port`` where nothing listens: ``ray.init`` would otherwise retry
-    the GCS connection for minutes before giving up."""
-    import socket
-
-    if not address or address == "auto":
-        return
-    hostport = address.split("://", 1)[-1].rstrip("/")
-    host, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        return
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=max(timeout_s, 0.5)):
-            pass
-    except OSError as exc:
-        raise UsageError(
-            f"cannot connect to the Ray cluster at {address}: nothing answers on {host}:{port} "
-            f"({exc.strerror or exc}); give the head node's GCS address (default port 6379), or "
-            "ray://HOST:10001 for Ray Client"
-        ) from None
-
-
 def collect_ray(
     address: str | None, opts: CollectOptions, *, ship_package: bool = True
 ) -> list[NodeCollection]:
-    try:
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    except ImportError:
-        raise UsageError(ray_required_message()) from None
+    from vllm_medic.cluster.raysession import connect
     from vllm_medic.snapshot import Snapshot
 
-    init_kwargs: dict[str, Any] = {
-        "address": address or "auto",
-        "logging_level": "ERROR",
-        "log_to_driver": False,
-    }
-    if ship_package:
-        import vllm_medic
+    ray = connect(address, ship_package=ship_package, probe_timeout_s=min(opts.timeout_s, 10.0))
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        init_kwargs["runtime_env"] = {"py_modules": [str(Path(vllm_medic.__file__).parent)]}
-    _check_ray_port(address, min(opts.timeout_s, 10.0))
-    try:
-        ray.init(**init_kwargs)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise UsageError(f"cannot connect to the Ray cluster at {address or 'auto'}: {exc}") from None
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         task = ray.remote(num_cpus=0, max_retries=0)(_ray_collect_task)
