@@ -28,6 +28,7 @@ _MAX_RANKS = 4096
 _MAX_NAMES = 64
 _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
 _FATAL_WORD = re.compile(r"\bFATAL\b|\bFatal error\b|\bpanic:")
+_RAISE_STATEMENT = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|from\b|$)")
 
 
 @dataclass
@@ -85,6 +86,8 @@ class Accumulator:
 
 def classify(catalogue: Catalogue, ev: Event) -> tuple[Signature | None, bool]:
     """(signature, is_generic_anomaly). Noise signatures return (sig, False) and are dropped later."""
+    if _RAISE_STATEMENT.match(ev.message):
+        return None, False  # quoted source (`raise X(...) from e`): the exception line follows
     sig = catalogue.classify(ev.message, ev.frames)
     if sig is not None:
         return sig, False

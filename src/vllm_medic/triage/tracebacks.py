@@ -17,6 +17,7 @@ EXCEPTION_LINE = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Timeout|Failure|Fault)\b"
     r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: "
 )
+_ERROR_BEFORE = re.compile(r"(?i)error|exception|fail")
 _MAX_FRAMES = 64
 _MAX_TRACEBACK_LINES = 4000
 
@@ -60,9 +61,12 @@ class TracebackFolder:
             for k in stale:
                 del self._open[k]
         state = self._open.get(key)
-        if TRACEBACK_HEADER.search(msg):
+        header = TRACEBACK_HEADER.search(msg)
+        if header:
             self._open[key] = _State(ev.line)
-            return None
+            # vLLM's worker wrapper writes "Exception in worker ... : <error>, Traceback (most recent
+            # call last):" on one line: the error text before the header is itself the evidence.
+            return ev if _ERROR_BEFORE.search(msg, 0, header.start()) else None
         frame = FRAME.search(msg)
         if frame:
             if state is None:
