@@ -156,7 +156,8 @@ def _gpu_sources(ctx: BuildContext) -> None:
     text, _ = _text(ctx.raw, "nvidia-smi")
     if text is not None:
         table = parse_nvidia_smi_table(text)
-        if table.problems and not table.gpus and table.driver.status == "unknown":
+        if table.problems and not table.gpus and table.driver.status in ("unknown", "ok"):
+            # no GPU rows read: the GPU list is unknown, not empty (a truncated paste, an excerpt)
             ctx.unparsable("nvidia-smi", "; ".join(table.problems))
         else:
             ctx.note("nvidia-smi", table.problems + [f"printed: {w}" for w in table.warnings])

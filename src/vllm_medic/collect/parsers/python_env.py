@@ -28,6 +28,22 @@ _COLLECT_ENV_KV = re.compile(
     r"^(?P<k>[A-Za-z][A-Za-z0-9 ./_()\-]*?)\s*:\s(?P<v>.*)$|^(?P<k2>[A-Za-z][A-Za-z0-9 ./_()\-]*?)\s*:$"
 )
 
+# one line per GPU under "GPU models and configuration" ("GPU 0: NVIDIA H20"); "GPU topology: ..." is not one
+_GPU_MODEL = re.compile(r"^GPU \d+:\s*\S")
+_TOPOLOGY_LABEL = re.compile(r"^GPU Topology:\s*(?P<rest>.*)$", re.IGNORECASE)
+_MATRIX_ROW = re.compile(r"^(GPU\d+|NIC\d+|mlx5_\w+)\b")
+
+
+def _ends_topology(line: str) -> bool:
+    """A flush-left `Key: value` line after the matrix (e.g. "Nvidia driver version: 550.90.07").
+
+    Legend entries are indented ("  NIC0: mlx5_0") and "Legend:" / "NIC Legend:" have no value.
+    """
+    if line[:1].isspace() or _MATRIX_ROW.match(line):
+        return False
+    m = _COLLECT_ENV_KV.match(line.strip())
+    return bool(m and m.group("k") and m.group("v").strip())
+
 
 @dataclass
 class VllmVersionResult:
@@ -185,20 +201,24 @@ def parse_collect_env(text: str) -> CollectEnvResult:
             env_lines.append(line)
             continue
         if in_topology:
-            if not re.match(r"^[A-Z][A-Z0-9_]+=\S", stripped):
+            if not re.match(r"^[A-Z][A-Z0-9_]+=\S", stripped) and not _ends_topology(line):
                 topo_lines.append(line)
                 continue
             in_topology = False
         if in_gpu_models:
-            if stripped.startswith("GPU ") and ":" in stripped:
+            if _GPU_MODEL.match(stripped):
                 result.gpu_models.append(stripped)
                 continue
             in_gpu_models = False
         if stripped.startswith("[pip3]") or stripped.startswith("[conda]"):
             pip_lines.append(stripped)
             continue
-        if stripped.startswith("GPU Topology"):
+        label = _TOPOLOGY_LABEL.match(stripped)
+        if label:
             in_topology = True
+            if label.group("rest"):
+                # older collect_env prints the matrix header on the label line: "GPU topology: GPU0  CPU ..."
+                topo_lines.append(label.group("rest"))
             continue
         if stripped.startswith("Versions of relevant libraries"):
             in_libs = True
