@@ -26,7 +26,9 @@ stderr = Console(stderr=True)
 
 
 def console() -> Console:
-    return Console(soft_wrap=False)
+    """Wrapped to the terminal when there is one; unwrapped into pipes, files and CI logs, so every
+    evidence line, path and fix command stays on one line (copy-pasteable, greppable)."""
+    return Console(soft_wrap=not sys.stdout.isatty())
 
 
 def emit_findings(
