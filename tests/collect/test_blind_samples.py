@@ -286,8 +286,101 @@ BLIND: dict[str, dict[str, Any]] = {
     },
 }
 
+# Second blind round (after the first round's fixes): layouts the first round did not reach.
+ERR = "nvidia-smi-errors/"
+BLIND.update(
+    {
+        ENV + "vllm-info-0.8.5.post1-topology-empty-affinity-nic-rows-vllm-19607-EXCERPT.txt": {
+            "vllm.version": "0.8.5.post1",
+            "#topology.devices": 10,
+            "#topology.matrix": 10,
+            "topology.matrix.GPU0.GPU1": "NV12",
+            "topology.matrix.GPU0.NIC6": "PXB",
+            "topology.matrix.NIC7.NIC6": "PIX",
+            "topology.cpu_affinity.GPU0": None,
+            "topology.numa_affinity.GPU0": None,
+            "!errors": [],
+        },
+        ENV + "sectioned-0.12.0-tab-topology-26-devices-pip3-nccl-vllm-omni-432-EXCERPT.txt": {
+            "vllm.version": "0.12.0",
+            "python.torch.version": "2.9.0",
+            "python.nccl_version": "2.27.5",
+            "#topology.devices": 26,
+            "topology.matrix.GPU0.GPU7": "NV12",
+            "topology.matrix.GPU0.NIC4": "PXB",
+            "topology.matrix.GPU0.NIC17": "SYS",
+            "topology.cpu_affinity.GPU0": "0-47,96-143",
+            "topology.numa_affinity.GPU0": "0",
+            "!errors": [],
+        },
+        ENV + "sectioned-0.20.2rc1-dev-git-sha-cu13-pip-8gpu-sys-genesis-vllm-patches-24-EXCERPT.txt": {
+            "vllm.version": "0.20.2rc1.dev9",
+            "vllm.git_sha": "01d4d1ad3",
+            "python.torch.version": "2.11.0",
+            "python.nccl_version": "2.28.9",
+            "#topology.devices": 8,
+            "topology.matrix.GPU0.GPU7": "SYS",
+            "topology.cpu_affinity.GPU0": "48-63,112-127",
+            "topology.numa_affinity.GPU0": "3",
+            "!errors": [],
+        },
+        ENV + "flat-0.8.5.dev24-conda-table-packages-vllm-16706-EXCERPT.txt": {
+            "vllm.version": "0.8.5.dev24",
+            "vllm.git_sha": "280d62b8a",
+            "python.packages.torch": "2.6.0",
+            "python.nccl_version": "2.21.5",
+            "!errors": [],
+        },
+        SMI + "processes-only-mig-gi-ci-ids-510-narrow-prompt-lines-nvitop-8-EXCERPT.txt": {
+            "gpu_processes[*].gpu_index": [0, 0, 1, 1, 1, 2, 3],
+            "gpu_processes[*].pid": [23824, 33724, 34965, 55252, 46505, 26294, 46064],
+            "gpu_processes[*].name": [
+                "python",
+                "tritonserver",
+                "python",
+                "python3",
+                "python",
+                "python",
+                "python",
+            ],
+            "gpu_processes[*].used_mib": [10725, 12247, 14195, 149, 9807, 15191, 9833],
+            "!errors": ["nvidia-smi"],
+        },
+        SMI + "a800-pcie-580.119.02-cuda13.0-bare-command-line-hami-1903-EXCERPT.txt": {
+            "driver.version": "580.119.02",
+            "driver.cuda_version": "13.0",
+            "gpus[*].name": ["NVIDIA A800 80GB PCIe"] * 2,
+            "gpus[*].memory_total_mib": [81920, 81920],
+            "gpus[*].memory_used_mib": [0, 0],
+            "gpus[*].bus_id": ["00000000:01:00.0", "00000000:81:00.0"],
+            "!errors": [],
+        },
+        SMI
+        + "rtx-pro-6000-blackwell-3gpu-mig-enabled-na-util-pci-domain-1-no-header-cubecos-312-EXCERPT.txt": {
+            "driver.version": None,
+            "gpus[*].name": ["NVIDIA RTX PRO 6000 Blac..."] * 3,
+            "gpus[*].memory_total_mib": [97887] * 3,
+            "gpus[*].memory_used_mib": [0, 0, 287],
+            "gpus[*].mig_mode": ["Disabled", "Disabled", "Enabled"],
+            "gpus[*].utilization_pct": [0, 0, None],
+            "gpus[*].bus_id": ["00000000:42:00.0", "00000000:8C:00.0", "00000001:04:00.0"],
+            "!errors": [],
+        },
+        ERR + "nvml-mismatch-550.144-ci-banner-intel-llvm-17614.txt": {
+            "driver.status": "version_mismatch",
+            "driver.nvml_library_version": "550.144",
+            "#gpus": 0,
+        },
+        ERR + "nvml-mismatch-prompt-no-library-line-az-hop-269.txt": {
+            "driver.status": "version_mismatch",
+            "#gpus": 0,
+        },
+    }
+)
+
 CANONICAL = {
     "nvidia-smi": "nvidia-smi.txt",
+    "nvidia-smi-errors": "nvidia-smi.txt",
     "nvidia-smi-topo-m": "nvidia-smi-topo-m.txt",
     "ibdev2netdev": "ibdev2netdev.txt",
     "lsmod": "lsmod.txt",

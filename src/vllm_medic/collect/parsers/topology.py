@@ -100,9 +100,15 @@ def _parse(text: str, result: TopologyResult) -> None:
             rest_tokens = tokens[1 + n :]
             ordered = sorted(aff_starts, key=aff_starts.__getitem__)
             in_order = len(rest_tokens) == len(ordered)
+            # Fewer values than columns: the empty cells are on the left (a cgroup-limited CPU
+            # Affinity, then NUMA Affinity); GPU NUMA ID is always printed. Tab stops shift once a
+            # cell is empty, so positions cannot tell which column a value sits under.
+            short = 0 < len(rest_tokens) < len(ordered)
             for k, (pos, tok) in enumerate(rest_tokens):
                 if in_order:
                     column = ordered[k]
+                elif short:
+                    column = ordered[len(ordered) - len(rest_tokens) + k]
                 else:
                     column = _nearest(aff_starts, pos) if aff_starts else "NUMA Affinity"
                 if column == "CPU Affinity" and not cpu:
