@@ -378,9 +378,87 @@ BLIND.update(
     }
 )
 
+# Third blind round: pasted sessions (prompts, banners, two commands), old layouts, `nvidia-smi -q`.
+BLIND.update(
+    {
+        SMI + "titan-xp-450.57-cuda11.0-persistence-on-wide-pad-nvgpu-15.txt": {
+            "driver.version": "450.57",
+            "driver.cuda_version": "11.0",
+            "gpus[*].name": ["TITAN Xp"],
+            "gpus[*].persistence_mode": ["On"],
+            "gpus[*].memory_total_mib": [12196],
+            "gpus[*].memory_used_mib": [7],
+            "!errors": [],
+        },
+        SMI + "quadro-rtx4000-535.129.03-after-nvidia-smi-L-uuids-akash-provider-configs-12-EXCERPT.txt": {
+            "driver.version": "535.129.03",
+            "driver.cuda_version": "12.2",
+            "gpus[*].name": ["Quadro RTX 4000"] * 2,
+            "gpus[*].memory_total_mib": [8192, None],
+            "gpus[*].uuid": [
+                "GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43",
+                "GPU-d6de6afc-bdfe-75c4-5273-0544439153fc",
+            ],
+            "!errors": [],
+        },
+        SMI + "rtx4070-550.40.07-cuda12.4-dollar-prompt-nvidia-all-212.txt": {
+            "driver.version": "550.40.07",
+            "driver.cuda_version": "12.4",
+            "gpus[*].name": ["NVIDIA GeForce RTX 4070"],
+            "gpus[*].memory_total_mib": [12282],
+            "gpus[*].memory_used_mib": [430],
+            "!errors": [],
+        },
+        "ibdev2netdev/mlx4-two-ports-ipoib-docker-sriov-plugin-6.txt": {
+            "rdma[*].ib_dev": ["mlx4_0", "mlx4_0"],
+            "rdma[*].port": [1, 2],
+            "rdma[*].netdev": ["ib0", "ib1"],
+            "rdma[*].state": ["Up", "Up"],
+            "!errors": [],
+        },
+        "ibdev2netdev/pod-vf-net1-down-root-prompt-sriov-network-operator-382.txt": {
+            "rdma[*].ib_dev": ["mlx5_3"],
+            "rdma[*].netdev": ["net1"],
+            "rdma[*].state": ["Down"],
+            "!errors": [],
+        },
+        "nvidia-smi-q/rtx-pro-6000-580.105.06-cuda-not-found-d-memory-performance-cubecos-312-EXCERPT.txt": {
+            "driver.version": "580.105.06",
+            "driver.cuda_version": None,
+            "gpus[*].bus_id": ["00000000:42:00.0"],
+        },
+        ENV + "flat-shell-noise-before-no-platform-3x-a10-525.125.06-vllm-16724-EXCERPT.txt": {
+            "python.torch.version": "2.6.0+cu124",
+            "python.torch.cuda": "12.4",
+            "gpus[*].name": ["NVIDIA A10"] * 3,
+            "driver.version": "525.125.06",
+            "!errors": [],
+        },
+        ENV + "flat-login-banner-conda-prompt-a100-sxm-64gb-vllm-8908-EXCERPT.txt": {
+            "python.torch.version": "2.4.0+cu121",
+            "gpus[*].name": ["NVIDIA A100-SXM-64GB"] * 3,
+            "!errors": [],
+        },
+        ENV + "flat-torch-not-installed-4x-h100-550.90.07-vllm-8665-EXCERPT.txt": {
+            "python.torch.version": None,
+            "python.torch.cuda": None,
+            "gpus[*].name": ["NVIDIA H100 80GB HBM3"] * 4,
+            "driver.version": "550.90.07",
+            "!errors": [],
+        },
+        ENV + "flat-transformers-futurewarning-8x-a100-40gb-535.161.08-vllm-4969-EXCERPT.txt": {
+            "python.torch.version": "2.3.0+cu121",
+            "gpus[*].name": ["NVIDIA A100-SXM4-40GB"] * 8,
+            "driver.version": "535.161.08",
+            "!errors": [],
+        },
+    }
+)
+
 CANONICAL = {
     "nvidia-smi": "nvidia-smi.txt",
     "nvidia-smi-errors": "nvidia-smi.txt",
+    "nvidia-smi-q": "nvidia-smi-q.txt",
     "nvidia-smi-topo-m": "nvidia-smi-topo-m.txt",
     "ibdev2netdev": "ibdev2netdev.txt",
     "lsmod": "lsmod.txt",
@@ -425,3 +503,26 @@ def test_blind_sample_facts(sample: str, tmp_path: Path) -> None:
         if _dig(snap, path) != expected
     }
     assert not wrong, f"(got, expected) per fact: {wrong}; errors: {snap.get('errors')}"
+
+
+def test_nvidia_smi_list_alone_gives_gpus_and_uuids(tmp_path: Path) -> None:
+    """`nvidia-smi -L` on its own (the first block of the akash sample): GPUs by index, name, UUID."""
+    paste = (
+        DATA
+        / SMI
+        / "quadro-rtx4000-535.129.03-after-nvidia-smi-L-uuids-akash-provider-configs-12-EXCERPT.txt"
+    )
+    listing = paste.read_text(encoding="utf-8").split("\n\n")[0]
+    captured = tmp_path / "captured"
+    captured.mkdir()
+    (captured / "nvidia-smi.txt").write_text(listing + "\n", encoding="utf-8")
+    result = CliRunner().invoke(
+        app, ["collect", "--from", str(captured), "--json", "-o", str(tmp_path / "b")]
+    )
+    assert result.exit_code == 0, result.output
+    snap = json.loads(result.stdout)
+    assert [(g["index"], g["name"], g["uuid"]) for g in snap["gpus"]] == [
+        (0, "Quadro RTX 4000", "GPU-c7b57be0-94ff-d352-a59b-d0ee00aeed43"),
+        (1, "Quadro RTX 4000", "GPU-d6de6afc-bdfe-75c4-5273-0544439153fc"),
+    ]
+    assert snap["driver"]["version"] is None and snap["errors"] == []

@@ -28,6 +28,8 @@ _PROCESS = re.compile(
     r"(?P<type>C\+G|M\+C|C|G|M)\s+(?P<name>.*?)\s+(?P<mem>\d+\s*MiB|N/A)\s*$"
 )
 _MIG_ROW = re.compile(r"^\s*(?P<gpu>\d+)\s+(?P<gi>\d+)\s+(?P<ci>\d+)\s+(?P<dev>\d+)\s*$")
+# `nvidia-smi -L`, often pasted together with the table: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)"
+_LIST_LINE = re.compile(r"^\s*GPU (?P<index>\d+): (?P<name>.+?) \(UUID: (?P<uuid>GPU-[0-9A-Fa-f\-]+)\)\s*$")
 _NVML_VERSION = re.compile(r"NVML library version:\s*(?P<v>\d+(?:\.\d+)*)")
 _NVRM = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(?P<v>\d+(?:\.\d+)+)")
 
@@ -112,8 +114,12 @@ def _parse_into(text: str, result: SmiTable) -> None:
     if failure is not None and header is None:
         result.driver.status, result.driver.status_detail = failure
         return
+    listed = [m for m in (_LIST_LINE.match(line) for line in text.splitlines()) if m]
     if header is None and result.driver.version is None:
         if "|" not in text:
+            if listed:  # `nvidia-smi -L` alone: the GPUs, no driver facts
+                result.gpus = [_gpu_from_list_line(m) for m in listed]
+                return
             result.problems.append("no 'NVIDIA-SMI ... Driver Version' header and no known failure message")
             return
         result.problems.append(
@@ -192,7 +198,7 @@ def _parse_into(text: str, result: SmiTable) -> None:
                 uc = _UTIL_COMPUTE.search(cells[2])
                 if uc and current.compute_mode is None:
                     util = uc.group("util")
-                    current.utilization_pct = int(util) if util.isdigit() else None
+                    current.utilization_pct = int(util) if util.isdecimal() else None
                     current.compute_mode = re.sub(r"\s+", " ", uc.group("mode"))
                 elif line_in_block >= 3 and current.mig_mode is None:
                     value = cells[2].strip()
@@ -221,12 +227,20 @@ def _parse_into(text: str, result: SmiTable) -> None:
                 mem = m.group("mem")
                 result.processes.append(
                     GpuProcess(
-                        gpu_index=int(m.group("gpu")) if m.group("gpu").isdigit() else None,
+                        gpu_index=int(m.group("gpu")) if m.group("gpu").isdecimal() else None,
                         pid=int(m.group("pid")),
                         name=m.group("name").strip(),
                         used_mib=int(re.sub(r"\D", "", mem)) if mem != "N/A" else None,
                         type=m.group("type"),
                     )
                 )
+    uuids = {int(m.group("index")): m.group("uuid") for m in listed}
+    for gpu in result.gpus:
+        if gpu.uuid is None and gpu.index in uuids:
+            gpu.uuid = uuids[gpu.index]
     if header is not None and not result.gpus and failure is None:
         result.problems.append("header found but no GPU rows could be read (truncated output?)")
+
+
+def _gpu_from_list_line(m: re.Match[str]) -> Gpu:
+    return Gpu(index=int(m.group("index")), name=m.group("name").strip(), uuid=m.group("uuid"))

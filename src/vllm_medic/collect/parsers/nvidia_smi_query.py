@@ -44,11 +44,17 @@ def _mib(text: str | None) -> int | None:
     return int(m.group(0)) if m and "N/A" not in text else None
 
 
+# what nvidia-smi prints where it has no value (`CUDA Version : Not Found` on a driver without libcuda)
+_PLACEHOLDERS = frozenset(
+    {"N/A", "[N/A]", "Not Supported", "[Not Supported]", "Not Found", "Unknown", "Unknown Error", "None"}
+)
+
+
 def _clean(text: str | None) -> str | None:
     if text is None:
         return None
     t = text.strip()
-    return t if t and t not in ("N/A", "[N/A]", "[Not Supported]") else None
+    return t if t and t not in _PLACEHOLDERS else None
 
 
 # ---------------------------------------------------------------- -q -x XML
@@ -213,7 +219,7 @@ def parse_query_gpu_csv(text: str) -> SmiQuery:
             skipped += 1
             continue
         row = dict(zip(cols, cells, strict=True))
-        if "index" in row and not row["index"].isdigit():
+        if "index" in row and not row["index"].isdecimal():
             skipped += 1
             continue
         gpu = Gpu(index=int(row["index"]) if "index" in row else len(result.gpus))

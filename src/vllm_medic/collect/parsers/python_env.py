@@ -28,6 +28,8 @@ _COLLECT_ENV_KV = re.compile(
     r"^(?P<k>[A-Za-z][A-Za-z0-9 ./_()\-]*?)\s*:\s(?P<v>.*)$|^(?P<k2>[A-Za-z][A-Za-z0-9 ./_()\-]*?)\s*:$"
 )
 
+# collect_env's "no value" spellings (`PyTorch version: N/A` when torch is not installed)
+_NO_VALUE = frozenset({"Could not collect", "N/A", "None", ""})
 # one line per GPU under "GPU models and configuration" ("GPU 0: NVIDIA H20"); "GPU topology: ..." is not one
 _GPU_MODEL = re.compile(r"^GPU \d+:\s*\S")
 _TOPOLOGY_LABEL = re.compile(r"^GPU Topology:\s*(?P<rest>.*)$", re.IGNORECASE)
@@ -229,7 +231,7 @@ def parse_collect_env(text: str) -> CollectEnvResult:
             value = (m.group("v") or "").strip()
             if key == "GPU models and configuration":
                 in_gpu_models = True
-                if value and value != "Could not collect":
+                if value not in _NO_VALUE:
                     result.gpu_models.extend(v.strip() for v in value.split(";") if v.strip())
             result.fields.setdefault(key, value)
             continue
@@ -238,13 +240,13 @@ def parse_collect_env(text: str) -> CollectEnvResult:
     freeze = parse_pip_freeze("\n".join(pip_lines))
     result.python = freeze.python
     tv = result.fields.get("PyTorch version")
-    if tv and tv != "Could not collect" and not result.python.torch.version:
+    if tv and tv not in _NO_VALUE and not result.python.torch.version:
         result.python.torch = Torch(version=tv, cuda=_cuda_from_local(tv))
     built = result.fields.get("CUDA used to build PyTorch")
-    if built and built not in ("Could not collect", "N/A", "None"):
+    if built and built not in _NO_VALUE:
         result.python.torch.cuda = built
     drv = result.fields.get("Nvidia driver version")
-    if drv and drv != "Could not collect":
+    if drv and drv not in _NO_VALUE:
         result.driver_version = drv
     vv = result.fields.get("vLLM Version")
     if vv:
