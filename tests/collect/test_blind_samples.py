@@ -455,6 +455,39 @@ BLIND.update(
     }
 )
 
+# Fourth blind round: more collect-env headers (sectioned with a leading blank line, RHEL, old drivers).
+BLIND.update(
+    {
+        ENV + "sectioned-rhel9-4x-a100-80gb-cuda-runtime-could-not-collect-vllm-18854-EXCERPT.txt": {
+            "python.torch.version": "2.7.0+cu126",
+            "python.torch.cuda": "12.6",
+            "gpus[*].name": ["NVIDIA A100-SXM4-80GB"] * 4,
+            "driver.version": "550.127.08",
+            "!errors": [],
+        },
+        ENV + "sectioned-2x-h100-pcie-driver-530-cuda-runtime-9.1-vllm-25127-EXCERPT.txt": {
+            "python.torch.version": "2.7.1+cu126",
+            "python.torch.cuda": "12.6",
+            "gpus[*].name": ["NVIDIA H100 PCIe"] * 2,
+            "driver.version": "530.41.03",
+            "!errors": [],
+        },
+        ENV + "sectioned-leading-blank-2x-rtx4090-535.230.02-vllm-18582-EXCERPT.txt": {
+            "python.torch.version": "2.6.0+cu124",
+            "gpus[*].name": ["NVIDIA GeForce RTX 4090"] * 2,
+            "driver.version": "535.230.02",
+            "!errors": [],
+        },
+        ENV + "flat-prompt-centos7-8x-v100-sxm2-515.65.01-cudnn-path-vllm-3821-EXCERPT.txt": {
+            "python.torch.version": "2.1.2+cu118",
+            "python.torch.cuda": "11.8",
+            "gpus[*].name": ["Tesla V100-SXM2-32GB"] * 8,
+            "driver.version": "515.65.01",
+            "!errors": [],
+        },
+    }
+)
+
 CANONICAL = {
     "nvidia-smi": "nvidia-smi.txt",
     "nvidia-smi-errors": "nvidia-smi.txt",
