@@ -29,8 +29,9 @@ _VLLM = re.compile(
     r"(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?P<frac>\.\d+)? \[?(?P<where>[\w.\-/]+:\d+)\]\s?"
 )
 # glog / torch C++: "[W1130 02:36:44.515165417 utils.cpp:68] msg", "E1130 02:36:44.5 123 file.cc:1] msg"
+# (torch's c10 logger does not zero-pad the month: "[E429 13:55:49.384 ProcessGroupNCCL.cpp:1743]")
 _GLOG = re.compile(
-    r"^\[?(?P<lv>[IWEF])(?P<mo>\d{2})(?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?P<frac>\.\d+)?"
+    r"^\[?(?P<lv>[IWEF])(?P<mo>\d{1,2})(?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?P<frac>\.\d+)?"
     r"(?: +\d+)? (?P<where>[\w.\-/]+:\d+)\]\s?"
 )
 # Python logging default: "2024-04-17 20:07:13,727 - name - ERROR - msg" handled by _ISO then level words.

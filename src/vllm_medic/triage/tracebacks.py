@@ -16,6 +16,7 @@ _CARETS = re.compile(r"^\s*[\^~]+\s*$")
 EXCEPTION_LINE = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Timeout|Failure|Fault)\b"
     r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: "
+    r"|^Exception: "  # a bare `raise Exception(...)` (the Rust-backed tokenizers raise these)
 )
 _ERROR_BEFORE = re.compile(r"(?i)error|exception|fail")
 _MAX_FRAMES = 64
