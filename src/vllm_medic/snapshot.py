@@ -233,7 +233,7 @@ def _build(tp: Any, data: Any) -> Any:
             return int(data)
         return (
             int(data)
-            if isinstance(data, int | float | str) and str(data).strip().lstrip("-").isdigit()
+            if isinstance(data, int | float | str) and str(data).strip().lstrip("-").isdecimal()
             else None
         )
     if tp is str:

@@ -43,7 +43,7 @@ async def _server_tokenize(
     async with ServerClient(url, api_key=api_key, timeout_s=120.0) as client:
         try:
             rows = (await client.metrics()).cache_config_info()
-            if rows and rows[0].get("block_size", "").isdigit():
+            if rows and rows[0].get("block_size", "").isdecimal():
                 block = int(rows[0]["block_size"])
         except EndpointError as exc:
             note = f"block size not read from {url}/metrics: {exc}"

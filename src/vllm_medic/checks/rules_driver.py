@@ -356,7 +356,7 @@ def _image_cuda(facts: Facts, recipe: Recipe) -> tuple[str | None, str]:
 
 def _variant_cuda(variant: str | None) -> str | None:
     """`cu129` -> "12.9", `cu130` -> "13.0" (vLLM's and torch's local version tags)."""
-    if not variant or not variant.startswith("cu") or not variant[2:].isdigit() or len(variant) < 5:
+    if not variant or not variant.startswith("cu") or not variant[2:].isdecimal() or len(variant) < 5:
         return None
     digits = variant[2:]
     return f"{digits[:-1]}.{digits[-1]}"

@@ -151,7 +151,7 @@ def _visible_count(facts: Facts, host: int) -> tuple[int, list[str]]:
         spec = gpus_opt.strip().strip("'\"")
         if spec.startswith("device="):
             n = len([x for x in spec[len("device=") :].split(",") if x.strip()])
-        elif spec.isdigit():
+        elif spec.isdecimal():
             n = int(spec)
         else:
             n = count
@@ -413,7 +413,7 @@ def _host_lower_bound(facts: Facts) -> tuple[int, str] | None:
     """Inside a container, NVIDIA_VISIBLE_DEVICES=4,5,6,7 (host indices) shows the host has >= 8 GPUs."""
     val = facts.snapshot.env.get("NVIDIA_VISIBLE_DEVICES", "")
     idx = [x.strip() for x in val.split(",") if x.strip()]
-    if not idx or not all(x.isdigit() for x in idx):
+    if not idx or not all(x.isdecimal() for x in idx):
         return None
     return max(
         int(x) for x in idx

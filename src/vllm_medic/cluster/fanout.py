@@ -149,7 +149,7 @@ def parse_hosts_file(path: Path) -> list[SshTarget]:
             continue
         user, _, hostport = line.rpartition("@")
         host, _, port = hostport.partition(":")
-        bad_port = bool(port) and not (port.isdigit() and 0 < int(port) < 65536)
+        bad_port = bool(port) and not (port.isdecimal() and 0 < int(port) < 65536)
         if not host or bad_port or not line.isprintable() or " " in line:
             raise UsageError(f"{path}:{lineno}: expected [user@]host[:port], got {raw.strip()!r}")
         targets.append(SshTarget(host=host, port=int(port) if port else 22, user=user or None))

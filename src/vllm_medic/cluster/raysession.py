@@ -31,7 +31,7 @@ def check_port(address: str | None, timeout_s: float) -> None:
         return
     hostport = address.split("://", 1)[-1].rstrip("/")
     host, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit() or not host:
+    if not sep or not port.isdecimal() or not host:
         return
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=max(timeout_s, 0.5)):

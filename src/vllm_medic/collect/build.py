@@ -455,7 +455,7 @@ _COLLECT_ENV_KEEP = (
 def _gpu_from_model_line(i: int, line: str) -> Gpu:
     # "GPU 0: NVIDIA A30" (collect-env); no memory figures there
     head, _, name = line.partition(":")
-    digits = "".join(ch for ch in head if ch.isdigit())
+    digits = "".join(ch for ch in head if ch.isdecimal())
     return Gpu(index=int(digits) if digits else i, name=name.strip())
 
 

@@ -147,7 +147,7 @@ def cuda_userspace(packages: dict[str, str]) -> dict[str, list[str]]:
             continue
         if name in _CUDA_VERSIONED:
             major = ver.split(".")[0]
-            if major.isdigit() and int(major) >= 11:
+            if major.isdecimal() and int(major) >= 11:
                 fams.setdefault(major, []).append(f"{name}=={ver}")
     return fams
 

@@ -41,7 +41,7 @@ def _limit_value(value: str, unit_kib: bool) -> int | None | str:
     v = value.strip().lower()
     if v in ("unlimited", "infinity", "max", "-1"):
         return None
-    if v.isdigit():
+    if v.isdecimal():
         return int(v) * (1024 if unit_kib else 1)
     return "unparsed"
 
@@ -91,7 +91,7 @@ def parse_cgroup_memory(text: str) -> dict[str, Any]:
     v = t[0].strip()
     if v == "max":
         return {"limit_bytes": None, "known": True}
-    if v.isdigit():
+    if v.isdecimal():
         n = int(v)
         return {"limit_bytes": None if n >= CGROUP_V1_UNLIMITED else n, "known": True}
     return {"limit_bytes": None, "known": False, "unparsed": v[:200]}

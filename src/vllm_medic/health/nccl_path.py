@@ -162,9 +162,9 @@ def split_nccl_line(raw: str) -> tuple[tuple[str, int, int], str] | None:
     # "... host:pid:tid [dev]" or, on WARN lines, "... host:pid:tid [dev] misc/shmutils.cc:112"
     for i in range(len(tokens) - 1, 0, -1):
         dev = tokens[i]
-        if len(dev) > 2 and dev[0] == "[" and dev[-1] == "]" and dev[1:-1].isdigit():
+        if len(dev) > 2 and dev[0] == "[" and dev[-1] == "]" and dev[1:-1].isdecimal():
             parts = tokens[i - 1].rsplit(":", 2)
-            if len(parts) == 3 and parts[0] and parts[1].isdigit() and parts[2].isdigit():
+            if len(parts) == 3 and parts[0] and parts[1].isdecimal() and parts[2].isdecimal():
                 where = " ".join(tokens[i + 1 :])
                 msg = _RAY_REPEATED.sub("", msg.rstrip())
                 return (parts[0], int(parts[1]), int(dev[1:-1])), (f"{where} " if where else "") + msg

@@ -207,7 +207,7 @@ class Metrics:
 
 
 def _engine_sort_key(engine: str) -> tuple[int, str]:
-    return (int(engine), "") if engine.isdigit() else (1 << 30, engine)
+    return (int(engine), "") if engine.isdecimal() else (1 << 30, engine)
 
 
 def prefix_cache_hit_rate(m: Metrics) -> float | None:

@@ -205,7 +205,7 @@ class SourceScanner:
             if (
                 ev.timestamp is not None
                 and ev.timestamp_text
-                and ev.timestamp_text[:1].isdigit()
+                and ev.timestamp_text[:1].isdecimal()
                 and len(ev.timestamp_text) > 14
             ):
                 self.year = ev.timestamp.year

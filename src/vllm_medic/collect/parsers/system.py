@@ -143,7 +143,7 @@ def parse_container(text: str) -> Container:
             runtime = "kubernetes"
             evidence.append(line)
         elif re.search(r"\b(kubepods|docker|containerd|cri-containerd|libpod|lxc)\b", low) and (
-            "cgroup" in low or low[:1].isdigit()
+            "cgroup" in low or low[:1].isdecimal()
         ):
             found = re.search(r"\b(kubepods|docker|containerd|cri-containerd|libpod|lxc)\b", low)
             name = found.group(1) if found else "container"
