@@ -20,6 +20,7 @@ GENERIC_PATTERNS = (
     r"\b(?:ERROR|CRITICAL|FATAL|Fatal)\b",
     r"Traceback \(most recent call last\)",
     r"[A-Za-z](?:Error|Exception)\b",
+    r"\bException: ",  # a bare `raise Exception(...)` line
     r"\[E |\[[EF]\d{3,4} \d",  # torch C++ error/fatal lines: "[E ProcessGroupNCCL.cpp:1]", "[E429 13:55:49.38 …]"
 )
 # Evidence the server had started or served traffic (startup vs runtime OOM).
