@@ -284,4 +284,7 @@ def normalize(lines: list[str] | str, source: str = "<text>") -> list[Event]:
         kept = folder.feed(ev)
         if kept is not None:
             out.append(kept)
+    # A bare `ValueError:` is reported on the code line above it, which can precede a line another
+    # process emitted in between: keep file order.
+    out.sort(key=lambda e: e.line)
     return out
