@@ -19,7 +19,8 @@ _SECRET_NAME = re.compile(
 
 # Names matching _SECRET_NAME that are plainly not secrets (they hold paths, counts or switches).
 _NOT_SECRET_NAME = re.compile(
-    r"(_PATH$|_FILE$|_DIR$|TOKENIZERS?_|TOKENS$|TOKENS_|(^|_)(MAX|NUM|MIN)_\w*TOKEN|_PER_TOKEN|KEYRING)", re.IGNORECASE
+    r"(_PATH$|_FILE$|_DIR$|TOKENIZERS?_|TOKENS$|TOKENS_|(^|_)(MAX|NUM|MIN)_\w*TOKEN|_PER_TOKEN|KEYRING)",
+    re.IGNORECASE,
 )
 
 _TOKEN_SHAPES = [
@@ -81,9 +82,11 @@ def redact_text(text: str) -> str:
     # take a following --flag for the value (else `--enable-prompt-tokens-details --api-key KEY` leaks KEY).
     out = re.sub(
         r"(--[A-Za-z0-9\-]+)(=|\s+)(?!<redacted>)(\"[^\"]*\"|'[^']*'|(?!--)\S+)",
-        lambda m: f"{m.group(1)}{m.group(2)}{MASK}"
-        if _ARG_SECRET.match(m.group(0)) and is_secret_name(m.group(1)[2:].replace("-", "_"))
-        else m.group(0),
+        lambda m: (
+            f"{m.group(1)}{m.group(2)}{MASK}"
+            if _ARG_SECRET.match(m.group(0)) and is_secret_name(m.group(1)[2:].replace("-", "_"))
+            else m.group(0)
+        ),
         out,
     )
     out = _ASSIGN_SECRET.sub(_assign_sub, out)

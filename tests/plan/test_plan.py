@@ -202,7 +202,10 @@ def test_kimi_k3_recipe_h100_needs_32_even_when_24_hold_the_weights() -> None:
 
 def test_official_recipe_file_is_read(tmp_path: Path) -> None:
     # the official vllm-project/recipes file (Apache-2.0, commit 8959cf64), copied with its licence note
-    official = Path(__file__).resolve().parents[2] / "tests/data/checks/official-recipes/models/moonshotai/Kimi-K3.yaml"
+    official = (
+        Path(__file__).resolve().parents[2]
+        / "tests/data/checks/official-recipes/models/moonshotai/Kimi-K3.yaml"
+    )
     _, out, _ = run("--recipe", str(official), "--gpu", "H100", "--gpus", "16", "--pp", "2", "--json")
     assert out["weights_total_bytes"] == 1680 * 10**9 and out["recipe_min_gpus"] == 32
     assert out["fits"] is False

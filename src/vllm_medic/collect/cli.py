@@ -88,8 +88,11 @@ def collect_command(
     ] = False,
     remote_python: Annotated[
         str,
-        typer.Option("--remote-python", help="Interpreter that runs the probe program on SSH/k8s nodes.",
-                     rich_help_panel="Cluster"),
+        typer.Option(
+            "--remote-python",
+            help="Interpreter that runs the probe program on SSH/k8s nodes.",
+            rich_help_panel="Cluster",
+        ),
     ] = "python3",
     as_json: JsonOpt = False,
 ) -> None:
@@ -108,7 +111,9 @@ def collect_command(
         check_launch_argument(launch)
     from vllm_medic.cluster.collect_cmd import FanoutOptions, run_fanout
 
-    fan = FanoutOptions(ray, hosts, k8s, namespace, container, ssh_key, ssh_user, ssh_accept_new, remote_python)
+    fan = FanoutOptions(
+        ray, hosts, k8s, namespace, container, ssh_key, ssh_user, ssh_accept_new, remote_python
+    )
     if fan.requested:
         if from_path is not None:
             stderr.print("[red]error:[/] --from cannot be combined with --ray/--hosts/--k8s", highlight=False)

@@ -86,7 +86,9 @@ def triage_cmd(
         if follow or docker or kubectl or not logs or "-" in logs:
             from vllm_medic.errors import UsageError
 
-            raise UsageError("--ray reads node-local files: give LOG paths or globs, without --follow/--docker/--kubectl/-")
+            raise UsageError(
+                "--ray reads node-local files: give LOG paths or globs, without --follow/--docker/--kubectl/-"
+            )
         raise typer.Exit(triage_cluster(ray, list(logs), list(catalogue or []), as_json, junit))
     try:
         _triage(logs, docker, kubectl, previous, catalogue, follow, as_json, junit)

@@ -23,9 +23,15 @@ fast.chat_template = (
 )
 fast.save_pretrained(out)
 cfg = LlamaConfig(
-    vocab_size=len(fast), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-    num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
-    bos_token_id=0, eos_token_id=1,
+    vocab_size=len(fast),
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    max_position_embeddings=4096,
+    bos_token_id=0,
+    eos_token_id=1,
 )
 LlamaForCausalLM(cfg).save_pretrained(out)
 print("model written to", out)
