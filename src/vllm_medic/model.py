@@ -13,7 +13,11 @@ from typing import Any
 
 
 class Severity(StrEnum):
+    """``pass`` only with evidence quoted; ``not_checked`` when the evidence was missing, unparsable or
+    only partial (the finding says what was missing and the command that captures it)."""
+
     PASS = "pass"
+    NOT_CHECKED = "not_checked"
     INFO = "info"
     WARN = "warn"
     FAIL = "fail"
@@ -23,7 +27,14 @@ class Severity(StrEnum):
         return _SEVERITY_RANK[self]
 
 
-_SEVERITY_RANK = {Severity.PASS: 0, Severity.INFO: 1, Severity.WARN: 2, Severity.FAIL: 3}
+# A group holding anything not checked is not "all good": not_checked ranks above pass and info.
+_SEVERITY_RANK = {
+    Severity.PASS: 0,
+    Severity.INFO: 1,
+    Severity.NOT_CHECKED: 2,
+    Severity.WARN: 3,
+    Severity.FAIL: 4,
+}
 
 
 class Category(StrEnum):

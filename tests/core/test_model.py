@@ -35,3 +35,34 @@ def test_category_vocabulary_is_fixed():
         "prefix_cache",
         "other",
     ]
+
+
+def test_not_checked_never_fails_and_never_reads_as_all_good():
+    from vllm_medic.model import worst_severity
+
+    assert exit_code_for([_f("not_checked")], strict=True) is ExitCode.OK
+    assert worst_severity([_f("pass"), _f("info"), _f("not_checked")]) is Severity.NOT_CHECKED
+    assert worst_severity([_f("not_checked"), _f("warn")]) is Severity.WARN
+
+
+def test_summary_counts_not_checked_apart():
+    from vllm_medic.report.terminal import summary_line
+
+    assert summary_line([_f("pass")]) == "• No issues found."
+    line = summary_line([_f("pass"), _f("not_checked"), _f("not_checked")])
+    assert "2 not checked" in line and "No issues found in what was checked" in line
+    assert "1 failure(s)" in summary_line([_f("fail"), _f("not_checked")])
+
+
+def test_junit_reports_not_checked_as_skipped():
+    import xml.etree.ElementTree as ET
+
+    from vllm_medic.report.junit import findings_to_junit
+
+    root = ET.fromstring(
+        findings_to_junit([_f("not_checked"), _f("fail", fid="Y")], "check").split("\n", 1)[1]
+    )
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("skipped") == "1" and suite.get("failures") == "1"
+    skipped = suite.find("testcase/skipped")
+    assert skipped is not None and skipped.get("message", "").startswith("not checked:")

@@ -56,8 +56,7 @@ def render_doctor(
         if not group:
             continue
         worst = worst_severity(group)
-        glyph = GLYPH[worst] if worst is not Severity.INFO else GLYPH[Severity.PASS]
-        style = STYLE[worst] if worst is not Severity.INFO else STYLE[Severity.PASS]
+        glyph, style = GLYPH[worst], STYLE[worst]
         n_bad = sum(1 for f in group if f.severity in (Severity.WARN, Severity.FAIL))
         console.print(
             f"[{style}]{escape(glyph)}[/] [bold]{CATEGORY_TITLE[cat]}[/] "
@@ -66,9 +65,7 @@ def render_doctor(
         )
         for f in group:
             show_detail = f.severity in (Severity.WARN, Severity.FAIL) or verbose
-            mark = {Severity.PASS: "✓", Severity.INFO: "•", Severity.WARN: "!", Severity.FAIL: "✗"}[
-                f.severity
-            ]
+            mark = GLYPH[f.severity].strip("[]")
             console.print(
                 f"    [{STYLE[f.severity]}]{mark}[/] {escape(f.title)} [dim]{escape(f.id)}[/]",
                 highlight=False,

@@ -43,7 +43,7 @@ class Rule:
     docs: tuple[str, ...]
     func: RuleFunc = field(compare=False, repr=False)
     order: int = 0
-    by_hand: str = ""  # how to check by hand when the rule cannot decide (the default fix of an info)  # registration order, the tie-break inside a category
+    by_hand: str = ""  # the command that captures the evidence: the default fix of not_checked (and info)
 
     def finding(
         self,
@@ -68,7 +68,7 @@ class Rule:
     def _default_fix(self, severity: Severity) -> list[str]:
         if severity in (Severity.WARN, Severity.FAIL):
             return list(self.fix)
-        if severity is Severity.INFO and self.by_hand:
+        if severity in (Severity.INFO, Severity.NOT_CHECKED) and self.by_hand:
             return [f"Check by hand: {self.by_hand}"]
         return []
 

@@ -28,7 +28,7 @@ STEP_TITLES = {
     "soak": "5. Soak",
     "archive": "6. Archive",
 }
-SEVERITY_GLYPH = {"pass": "✓", "info": "•", "warn": "!", "fail": "✗"}
+SEVERITY_GLYPH = {"pass": "✓", "not_checked": "?", "info": "•", "warn": "!", "fail": "✗"}
 
 
 def _e(v: Any) -> str:
@@ -85,7 +85,11 @@ def _summary(run: dict[str, Any]) -> str:
     for s in _ordered_steps(run):
         sevs = [str(f.get("severity")) for f in s.get("findings") or []]
         counts = (
-            ", ".join(f"{sevs.count(k)} {k}" for k in ("fail", "warn", "info", "pass") if sevs.count(k))
+            ", ".join(
+                f"{sevs.count(k)} {k}"
+                for k in ("fail", "warn", "not_checked", "info", "pass")
+                if sevs.count(k)
+            )
             or "–"
         )
         worst = next(

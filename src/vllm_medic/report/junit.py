@@ -1,4 +1,5 @@
-"""JUnit XML for CI: one testcase per finding, `fail` as failure, `warn` as failure only with strict."""
+"""JUnit XML for CI: one testcase per finding, `fail` as failure, `warn` as failure only with strict,
+`not_checked` as skipped (with what was missing)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ def findings_to_junit(findings: Iterable[Finding], suite_name: str, strict: bool
         elif f.severity is Severity.WARN:
             out = ET.SubElement(case, "system-out")
             out.text = f"[warn] {body}"
+        elif f.severity is Severity.NOT_CHECKED:
+            skipped += 1
+            el = ET.SubElement(case, "skipped", message=redact_text(f"not checked: {f.title}"))
+            el.text = body
         elif f.severity is Severity.INFO:
             out = ET.SubElement(case, "system-out")
             out.text = f"[info] {body}"

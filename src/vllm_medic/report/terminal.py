@@ -9,8 +9,20 @@ from rich.markup import escape
 
 from vllm_medic.model import Finding, Severity, sort_by_method
 
-GLYPH = {Severity.PASS: "[✓]", Severity.INFO: "[•]", Severity.WARN: "[!]", Severity.FAIL: "[✗]"}
-STYLE = {Severity.PASS: "green", Severity.INFO: "cyan", Severity.WARN: "yellow", Severity.FAIL: "red"}
+GLYPH = {
+    Severity.PASS: "[✓]",
+    Severity.NOT_CHECKED: "[?]",
+    Severity.INFO: "[•]",
+    Severity.WARN: "[!]",
+    Severity.FAIL: "[✗]",
+}
+STYLE = {
+    Severity.PASS: "green",
+    Severity.NOT_CHECKED: "magenta",
+    Severity.INFO: "cyan",
+    Severity.WARN: "yellow",
+    Severity.FAIL: "red",
+}
 
 
 def render_finding(console: Console, f: Finding, verbose: bool = False) -> None:
@@ -32,12 +44,18 @@ def render_finding(console: Console, f: Finding, verbose: bool = False) -> None:
 
 
 def summary_line(findings: list[Finding]) -> str:
+    """Failures and warnings first; what was not checked is counted apart, never folded into "no issues"."""
     fails = sum(1 for f in findings if f.severity is Severity.FAIL)
     warns = sum(1 for f in findings if f.severity is Severity.WARN)
+    unchecked = sum(1 for f in findings if f.severity is Severity.NOT_CHECKED)
+    tail = f"; {unchecked} not checked (missing evidence: see [?] lines)" if unchecked else ""
     if not fails and not warns:
-        return "• No issues found."
+        return ("• No issues found in what was checked" + tail + ".") if unchecked else "• No issues found."
     cats = {f.category for f in findings if f.severity in (Severity.FAIL, Severity.WARN)}
-    return f"! Found {fails} failure(s) and {warns} warning(s) in {len(cats)} categor{'y' if len(cats) == 1 else 'ies'}."
+    return (
+        f"! Found {fails} failure(s) and {warns} warning(s) in {len(cats)} "
+        f"categor{'y' if len(cats) == 1 else 'ies'}{tail}."
+    )
 
 
 def render_findings(

@@ -49,6 +49,10 @@ def run_to_junit(run: dict[str, Any], strict: bool = False) -> str:
                     case, "failure", message=redact_text(str(f.get("title", ""))), type=str(sev)
                 )
                 el.text = _body(f)
+            elif sev == "not_checked":
+                skipped += 1
+                el = ET.SubElement(case, "skipped", message=redact_text(f"not checked: {f.get('title', '')}"))
+                el.text = _body(f)
             elif sev in ("warn", "info"):
                 out = ET.SubElement(case, "system-out")
                 out.text = f"[{sev}] {_body(f)}"
