@@ -173,6 +173,9 @@ class Snapshot:
         default_factory=dict
     )  # facts added by later probes (in-image, xid, fabric, limits)
     errors: list[SourceError] = field(default_factory=list)
+    # Sources that were read but are not the whole output (a `lsmod | grep X` paste, a table cut short,
+    # an EXCERPT): canonical source name -> why. Rules conclude absence only from complete sources.
+    partial: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -180,6 +183,10 @@ class Snapshot:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Snapshot:
         return _build(cls, data)
+
+    def is_complete(self, source: str) -> bool:
+        """Read without error and not marked partial: only then may a rule say something is absent."""
+        return self.error_for(source) is None and source not in self.partial
 
     def error_for(self, source: str) -> SourceError | None:
         for e in self.errors:

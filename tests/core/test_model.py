@@ -66,3 +66,19 @@ def test_junit_reports_not_checked_as_skipped():
     assert suite is not None and suite.get("skipped") == "1" and suite.get("failures") == "1"
     skipped = suite.find("testcase/skipped")
     assert skipped is not None and skipped.get("message", "").startswith("not checked:")
+
+
+def test_partial_source_is_not_complete_and_round_trips():
+    from vllm_medic.checks.facts import Facts
+    from vllm_medic.snapshot import Snapshot, SourceError
+
+    snap = Snapshot(partial={"lsmod": "filtered with grep"}, errors=[SourceError("ibdev2netdev", "missing")])
+    assert (
+        not snap.is_complete("lsmod") and not snap.is_complete("ibdev2netdev") and snap.is_complete("ip-link")
+    )
+    again = Snapshot.from_dict(snap.to_dict())
+    assert again.partial == {"lsmod": "filtered with grep"}
+    facts = Facts(snapshot=again)
+    assert facts.incomplete("lsmod") == "lsmod: partial: filtered with grep"
+    assert facts.incomplete("ibdev2netdev") == "ibdev2netdev: missing"
+    assert facts.incomplete("ip-link") is None

@@ -122,6 +122,14 @@ class Facts:
         detail = f": {err.message}" if err.message else ""
         return f"{source}: {err.kind}{detail}"
 
+    def incomplete(self, source: str) -> str | None:
+        """Why a source cannot prove an absence (missing, unparsable, or only partly captured), or None."""
+        why = self.missing(source)
+        if why is not None:
+            return why
+        part = self.snapshot.partial.get(source)
+        return f"{source}: partial: {part}" if part is not None else None
+
     # --- which Python environment / vLLM the evidence describes ----------------------------------
     def python_env(self) -> tuple[bool | None, str]:
         """(is it the server's environment?, where the package list came from).
