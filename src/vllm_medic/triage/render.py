@@ -29,10 +29,10 @@ def render(result: TriageResult, console: Console) -> None:
         return
     ev = v.root.event
     sig = v.root.signature
-    title = sig.title if sig else "Earliest error line (no known signature)"
+    title = v.title or (sig.title if sig else "Earliest error line (no known signature)")
     p(
         f"[red][✗][/] [bold]Root cause: {escape(title)}[/]  [dim]({escape(v.category or 'other')}, "
-        f"signature {escape(v.root.sig_id)}, confidence {v.confidence:.2f})[/]",
+        f"layer {escape(v.layer or 'generic')}, signature {escape(v.root.sig_id)}, confidence {v.confidence:.2f})[/]",
         highlight=False,
     )
     where = f"{ev.source}:{ev.line}"
@@ -56,9 +56,12 @@ def render(result: TriageResult, console: Console) -> None:
     p(f"    [bold red]{ev.line:>7} │ {escape(redact_text(ev.text)[:600])}[/]", highlight=False)
     for i, text in enumerate(v.root.after, 1):
         p(f"    [dim]{ev.line + i:>7} │ {escape(redact_text(text)[:300])}[/]", highlight=False)
-    p(f"    [dim]why this line: {escape(v.reason)}[/]", highlight=False)
-    if v.phase_evidence:
-        p(f"    [dim]startup or runtime: {escape(v.phase_evidence)}[/]", highlight=False)
+    p(f"    [dim]why ({escape(v.layer or 'generic')} layer): {escape(v.reason)}[/]", highlight=False)
+    if v.phase is not None:
+        shown = v.phase.value if v.phase.evidenced else f"{v.phase.value}? (phase not evidenced)"
+        p(f"    [dim]phase: {escape(shown)} — {escape('; '.join(v.phase.evidence))}[/]", highlight=False)
+    if v.runs_note:
+        p(f"    [dim]runs: {escape(v.runs_note)}[/]", highlight=False)
     if v.cascade:
         p("[bold]Cascade (consequences after it):[/]", highlight=False)
         for c in v.cascade[:15]:

@@ -17,7 +17,10 @@ from datetime import datetime
 from typing import BinaryIO
 
 from vllm_medic.triage.catalogue import Catalogue, Signature
+from vllm_medic.triage.families import FamilyVerdict, load_families
 from vllm_medic.triage.normalize import Event, normalize_line
+from vllm_medic.triage.novelty import load_healthy_model
+from vllm_medic.triage.phase import RUN_BANNER, RUN_BANNERS
 from vllm_medic.triage.prefilter import GENERIC_PATTERNS, SERVED_PATTERNS, Screen
 from vllm_medic.triage.tracebacks import EXCEPTION_LINE, TracebackFolder
 
@@ -29,6 +32,9 @@ _MAX_NAMES = 64
 _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
 _FATAL_WORD = re.compile(r"\bFATAL\b|\bFatal error\b|\bpanic:")
 _RAISE_STATEMENT = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|from\b|$)")
+_MAX_RUNS = 64
+# A 2xx answer in an access log: a file that has one did not refuse every request.
+_OK_ACCESS = Screen([r'HTTP/[\d.]+" 2\d\d\b'])
 
 
 @dataclass
@@ -40,10 +46,19 @@ class Hit:
     source_index: int
     before: list[str] = field(default_factory=list)
     after: list[str] = field(default_factory=list)
+    # For lines no signature claims: "generic" (ERROR/Traceback/FATAL), "novel" (not a healthy template
+    # and carries a failure word), "raise" (a lone `raise` line of a cut traceback).
+    kind: str = "signature"
+    family: FamilyVerdict | None = None
+    run: int = 0
 
     @property
     def sig_id(self) -> str:
-        return self.signature.id if self.signature else "generic-error"
+        if self.signature:
+            return self.signature.id
+        if self.family is not None:
+            return f"family-{self.family.family.id}"
+        return {"novel": "novel-line", "raise": "raise-line"}.get(self.kind, "generic-error")
 
 
 @dataclass
@@ -70,6 +85,9 @@ class Accumulator:
     first: dict[tuple[str, int], Hit] = field(default_factory=dict)
     stats: dict[str, SigStats] = field(default_factory=dict)
     served: dict[int, Event] = field(default_factory=dict)
+    # Restart banners per source (an appended log holds several runs) and sources with a 2xx answer.
+    banners: dict[int, list[Event]] = field(default_factory=dict)
+    ok_access: set[int] = field(default_factory=set)
     lines: dict[int, int] = field(default_factory=dict)
     bytes: dict[int, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -77,7 +95,8 @@ class Accumulator:
     def record(self, hit: Hit) -> bool:
         """Count the hit; keep it when it is the first of its kind in its source. True when kept."""
         self.stats.setdefault(hit.sig_id, SigStats()).add(hit.event)
-        key = (hit.sig_id, hit.source_index)
+        hit.run = len(self.banners.get(hit.source_index, ()))
+        key = (hit.sig_id, hit.source_index, hit.run)
         if key in self.first:
             return False
         self.first[key] = hit
@@ -189,6 +208,8 @@ class SourceScanner:
     def _block(self, block: bytes) -> None:
         if self.index not in self.acc.served and self.served_screen.search(block) >= 0:
             self._note_served(block)
+        if self.index not in self.acc.ok_access and _OK_ACCESS.search(block) >= 0:
+            self.acc.ok_access.add(self.index)
         positions = self.screen.positions(block)
         if not positions and not self.folder.inside:
             self._skip(block)
@@ -264,24 +285,32 @@ class SourceScanner:
 
     # -- line level --------------------------------------------------------------------------
     def _consider(self, ev: Event, lines: list[bytes], idx: int, base: int) -> None:
+        if RUN_BANNER.search(ev.message):
+            self._new_run(ev, lines, idx, base)
+            return
         sig, generic = classify(self.cat, ev)
         if sig is not None and sig.role == "noise":
             return
-        if sig is None and not generic:
-            return
+        kind = "signature"
+        if sig is None:
+            kind = unclaimed_kind(ev, generic)
+            if kind is None:
+                return
         if ev.rank is None:
             ev.rank = self.rank
         if ev.node is None:
             ev.node = self.node
         if ev.timestamp is None:
             ev.timestamp = self._inherit_time(lines, idx)
-        hit = Hit(ev, sig, self.index)
-        if not self.acc.record(hit):
-            return
         lo = max(0, idx - CONTEXT_LINES)
         before = [r[:4096].decode("utf-8", "replace").rstrip("\r") for r in lines[lo:idx]]
         if len(before) < CONTEXT_LINES and idx - CONTEXT_LINES < 0:
             before = list(self.tail)[len(before) - CONTEXT_LINES :] + before if before else list(self.tail)
+        hit = Hit(ev, sig, self.index, kind=kind)
+        if sig is None:
+            hit.family = load_families().score(ev.message, ev.frames, before[-CONTEXT_LINES:])
+        if not self.acc.record(hit):
+            return
         hit.before = before[-CONTEXT_LINES:]
         hit.after = [
             r[:4096].decode("utf-8", "replace").rstrip("\r") for r in lines[idx + 1 : idx + 1 + CONTEXT_LINES]
@@ -289,12 +318,49 @@ class SourceScanner:
         if len(hit.after) < CONTEXT_LINES:
             self.pending_after.append(hit)
 
+    def _new_run(self, ev: Event, lines: list[bytes], idx: int, base: int) -> None:
+        """A restart banner: later hits belong to a new run; served evidence is looked for afresh."""
+        runs = self.acc.banners.setdefault(self.index, [])
+        if len(runs) < _MAX_RUNS:
+            if ev.timestamp is None:
+                ev.timestamp = self._inherit_time(lines, idx)
+            runs.append(ev)
+        self.acc.served.pop(self.index, None)
+        rest = b"\n".join(lines[idx + 1 :])
+        pos = self.served_screen.search(rest)
+        if pos >= 0:
+            start = rest.rfind(b"\n", 0, pos) + 1
+            end = rest.find(b"\n", pos)
+            line_no = base + idx + 2 + rest.count(b"\n", 0, start)
+            served = normalize_line(
+                rest[start : end if end >= 0 else len(rest)], self.name, line_no, year=self.year
+            )
+            if served.timestamp is None:
+                served.timestamp = ev.timestamp
+            self.acc.served[self.index] = served
+
     def _inherit_time(self, lines: list[bytes], idx: int) -> datetime | None:
         for j in range(idx - 1, max(-1, idx - 200), -1):
             ev = normalize_line(lines[j][:512], self.name, 0, year=self.year)
             if ev.timestamp is not None:
                 return ev.timestamp
         return self.last_ts
+
+
+def unclaimed_kind(ev: Event, generic: bool) -> str | None:
+    """What a line no signature claims is: "novel" (carries a failure word and is not a healthy
+    template), "generic" (an ERROR/Traceback/FATAL line that is not novel), "raise" (a lone quoted
+    `raise` line: the evidence of a cut traceback), or None (not an anomaly)."""
+    msg = ev.message.strip()
+    if not msg:
+        return None
+    if _RAISE_STATEMENT.match(ev.message):
+        return "raise"
+    if ev.message[:1] in (" ", "\t") and not generic:
+        return None
+    if load_families().carries_failure_word(msg) and not load_healthy_model().is_healthy(ev.message):
+        return "novel"
+    return "generic" if generic else None
 
 
 def _read_block(stream: BinaryIO, read1: object) -> tuple[bytes, BaseException | None]:
@@ -341,7 +407,11 @@ def build_screens(catalogue: Catalogue, *, use_re2: bool | None = None) -> tuple
         use_re2 is None
     ):  # VLLM_MEDIC_TRIAGE_NO_RE2=1 forces the pure-Python screen (what runs without google-re2)
         use_re2 = os.environ.get("VLLM_MEDIC_TRIAGE_NO_RE2", "") in ("", "0")
+    families = load_families()
     return (
-        Screen([*catalogue.raw_patterns(), *GENERIC_PATTERNS], use_re2=use_re2),
+        Screen(
+            [*catalogue.raw_patterns(), *GENERIC_PATTERNS, *families.screen_patterns(), *RUN_BANNERS],
+            use_re2=use_re2,
+        ),
         Screen(SERVED_PATTERNS, use_re2=use_re2),
     )

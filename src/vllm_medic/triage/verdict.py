@@ -12,26 +12,38 @@ from typing import Any
 
 from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.triage.catalogue import Catalogue
+from vllm_medic.triage.families import load_families
 from vllm_medic.triage.normalize import timestamp_str
+from vllm_medic.triage.novelty import load_healthy_model
+from vllm_medic.triage.phase import RUNTIME_SIGNATURES, RUNTIME_TEXT, Phase
+from vllm_medic.triage.phase import decide as phase_decide
 from vllm_medic.triage.scanner import Accumulator, Hit, SigStats
 
-# Frames that only run while the engine starts (profiling, loading, KV-cache sizing, graph capture).
-_STARTUP_FRAMES = re.compile(
-    r"profile_run|determine_available_memory|determine_num_available_blocks|_dummy_run|_dummy_sampler_run"
-    r"|load_model|capture_model|initialize_kv_cache|_initialize_kv_caches|init_device|compile_or_warm_up_model"
-    r"|initialize_from_config|from_engine_args|_init_executor|init_worker"
-)
-# Lines that exist only once requests are being served.
-_RUNTIME_TEXT = re.compile(
-    r"serving_chat\.py|serving_completion\.py|serving_engine\.py|Error in model execution"
-    r"|err_execute_model_input|Dumping input data"
-)
-_RUNTIME_SIGS = {"engine-dead"}
+LAYER_SIGNATURE, LAYER_FAMILY, LAYER_NOVELTY, LAYER_GENERIC = "signature", "family", "novelty", "generic"
 
 CONF_STRONG = 0.9
 CONF_STRONG_CONTESTED = 0.75
+CONF_FAMILY = 0.6
+CONF_NOVELTY = 0.4
 CONF_GENERIC = 0.3
+CONF_PROMOTED = 0.25
 CONF_CASCADE_ONLY = 0.15
+PHASE_NOT_EVIDENCED_PENALTY = 0.15
+
+# Tiers, best first: a lower tier wins whatever the time; inside a tier the earliest hit wins.
+T_SIGNATURE, T_FAMILY, T_NOVEL, T_GENERIC, T_RAISE, T_CASCADE, T_WEAK, T_NEVER = 0, 1, 2, 3, 4, 5, 9, 10
+_LAYER = {
+    T_SIGNATURE: LAYER_SIGNATURE,
+    T_FAMILY: LAYER_FAMILY,
+    T_NOVEL: LAYER_NOVELTY,
+    T_GENERIC: LAYER_GENERIC,
+    T_RAISE: LAYER_NOVELTY,
+    T_CASCADE: LAYER_SIGNATURE,
+    T_WEAK: LAYER_SIGNATURE,
+}
+# Weak signals that become the root, with low confidence, when nothing else in the logs failed.
+_PROMOTABLE = ("access-4xx", "prefix-cache-zero-hit")
+_STARTED = re.compile(r"Application startup complete|Uvicorn running on")
 
 
 @dataclass
@@ -45,18 +57,21 @@ class Verdict:
     fix: list[str] = field(default_factory=list)
     docs: list[str] = field(default_factory=list)
     signals: list[dict[str, Any]] = field(default_factory=list)
+    layer: str | None = None
+    title: str | None = None
+    phase: Phase | None = None
+    runs_note: str | None = None
 
 
 def _tier(hit: Hit) -> int:
-    """0 strong root, 1 generic error line, 2 cascade only, 9 weak signal (never a root by itself)."""
     sig = hit.signature
-    if sig is None:
-        return 1
-    if sig.role == "cascade":
-        return (
-            2 if sig.priority > 0 else 10
-        )  # priority-0 cascades (orderly shutdown) are never reported alone
-    return 0 if sig.strong else 9
+    if sig is not None:
+        if sig.role == "cascade":
+            return T_CASCADE if sig.priority > 0 else T_NEVER  # orderly shutdown is never reported alone
+        return T_SIGNATURE if sig.strong else T_WEAK
+    if hit.family is not None:
+        return T_FAMILY
+    return {"novel": T_NOVEL, "generic": T_GENERIC, "raise": T_RAISE}.get(hit.kind, T_GENERIC)
 
 
 CLOCK_SKEW_S = (
@@ -91,25 +106,31 @@ def _sorted(hits: list[Hit]) -> list[Hit]:
     return sorted(hits, key=functools.cmp_to_key(earlier))
 
 
-def decide_phase(root: Hit, acc: Accumulator) -> tuple[bool, str]:
-    """(ran_before, evidence): had the server started/served before this event?"""
-    frames = "\n".join(root.event.frames)
-    if frames and (m := _STARTUP_FRAMES.search(frames)):
-        return False, f"the traceback runs through `{m.group(0)}` (engine start-up)"
-    if m := _RUNTIME_TEXT.search(root.event.text):
-        return True, f"the error line itself comes from request handling (`{m.group(0)}`)"
+def decide_phase(
+    root: Hit, acc: Accumulator, pool: list[Hit] | None = None, runs_note: str | None = None
+) -> Phase:
+    """Startup or runtime for this root, from what the scan kept (see phase.py)."""
+    served_before = None
     for idx, ev in acc.served.items():
-        served_hit = Hit(ev, None, idx)
-        if earlier(served_hit, root) < 0:
-            where = f"{ev.source}:{ev.line}"
-            return True, f"the server had started/served before it: {where} `{ev.message.strip()[:120]}`"
-    for (sig_id, _idx), hit in acc.first.items():
-        if sig_id in _RUNTIME_SIGS or _RUNTIME_TEXT.search(hit.event.text):
-            return (
-                True,
-                f"only a running engine logs {hit.event.source}:{hit.event.line} `{hit.event.message.strip()[:120]}`",
-            )
-    return False, "no sign the server had started or served requests before it"
+        if earlier(Hit(ev, None, idx), root) < 0:
+            served_before = f"{ev.source}:{ev.line} `{ev.message.strip()[:120]}`"
+            break
+    runtime_line = None
+    for hit in pool if pool is not None else list(acc.first.values()):
+        if hit is root:
+            continue
+        if hit.sig_id in RUNTIME_SIGNATURES or RUNTIME_TEXT.search(hit.event.text):
+            runtime_line = f"{hit.event.source}:{hit.event.line} `{hit.event.message.strip()[:120]}`"
+            break
+    return phase_decide(
+        frames=root.event.frames,
+        text=root.event.text,
+        before=root.before,
+        after=root.after,
+        served_before=served_before,
+        runtime_line=runtime_line,
+        runs_note=runs_note,
+    )
 
 
 def _span(ranks: set[int]) -> str:
@@ -133,69 +154,164 @@ def summarize(stats: SigStats, *, exclude_one: bool) -> str:
     return f"x{n} similar" + (f" on {where}" if where else "")
 
 
-def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
-    hits = list(acc.first.values())
-    signals = [_entry(h, acc) for h in _sorted([h for h in hits if _tier(h) == 9])]
-    by_tier: dict[int, list[Hit]] = {}
+def _current_runs(hits: list[Hit], acc: Accumulator) -> tuple[list[Hit], str | None]:
+    """Per source, only the hits of its last run (after its last restart banner) when that run shows
+    a failure; otherwise all of its hits (a healthy last run must not hide the failed one before)."""
+    by_source: dict[int, list[Hit]] = {}
     for h in hits:
-        by_tier.setdefault(_tier(h), []).append(h)
-    if not by_tier or min(by_tier) >= 9:
-        reason = "no anomaly found" if not signals else "no failure found; only weak signals (see signals)"
-        return Verdict(None, None, 0.0, reason, None, signals=signals)
-    tier = min(by_tier)
-    ordered = _sorted(by_tier[tier])
-    root = ordered[0]
-    sig = root.signature
-    if tier == 0:
-        contested = [
-            h
-            for h in ordered[1:]
-            if h.event.timestamp is not None
-            and h.event.timestamp == root.event.timestamp
-            and h.signature is not None
-            and h.signature.category != sig.category
-        ]
-        confidence = CONF_STRONG_CONTESTED if contested else CONF_STRONG
-        reason = f"earliest root-cause signature `{sig.id}`"
-    elif tier == 1:
-        confidence, reason = (
-            CONF_GENERIC,
-            "no catalogue signature matched; earliest ERROR/Traceback/FATAL line",
-        )
-    else:
-        confidence = CONF_CASCADE_ONLY
-        reason = "only consequences (cascade) found; the root cause is probably in a log not given"
+        by_source.setdefault(h.source_index, []).append(h)
+    pool: list[Hit] = []
+    notes: list[str] = []
+    for idx, own in by_source.items():
+        banners = acc.banners.get(idx, [])
+        last = len(banners)
+        current = [h for h in own if h.run == last]
+        if len(banners) > 1 and any(_tier(h) < T_WEAK for h in current):
+            pool.extend(current)
+            b = banners[-1]
+            notes.append(
+                f"{b.source} holds {len(banners)} runs (restart banners at lines "
+                f"{', '.join(str(x.line) for x in banners[:8])}); judged the last run, from line {b.line}"
+            )
+        else:
+            pool.extend(own)
+    return pool, ("; ".join(notes) or None)
 
-    category = sig.category if sig is not None and tier == 0 else Category.OTHER.value
-    phase_evidence = None
-    if sig is not None and sig.runtime_category and tier == 0:
-        ran, phase_evidence = decide_phase(root, acc)
-        if ran:
-            category = sig.runtime_category
+
+def _promoted(hits: list[Hit], acc: Accumulator) -> Hit | None:
+    """A weak signal that stands alone: every request refused with 4xx (no 2xx in that file), or a
+    0 % prefix-cache hit rate in an excerpt that does not show a healthy start-up."""
+    for sig_id in _PROMOTABLE:
+        cands = _sorted([h for h in hits if h.sig_id == sig_id])
+        if not cands:
+            continue
+        if sig_id == "access-4xx":
+            cands = [h for h in cands if h.source_index not in acc.ok_access]
+        elif any(_STARTED.search(ev.message) for ev in acc.served.values()):
+            cands = []
+        if cands:
+            return cands[0]
+    return None
+
+
+def _category_of(root: Hit, tier: int) -> tuple[str, str | None]:
+    """(category, runtime_category) of the root as its layer sees it."""
+    if tier == T_SIGNATURE and root.signature is not None:
+        return root.signature.category, root.signature.runtime_category
+    if tier in (T_WEAK,) and root.signature is not None:
+        return root.signature.category, None
+    if root.family is not None:
+        fam = root.family.family
+        return fam.category, fam.runtime_category
+    return Category.OTHER.value, None
+
+
+def _why(root: Hit, tier: int, promoted_count: int = 0) -> str:
+    if tier == T_SIGNATURE:
+        return f"earliest root-cause signature `{root.signature.id}`"  # type: ignore[union-attr]
+    if tier == T_FAMILY and root.family is not None:
+        return f"no signature matched; {root.family.why}"
+    if tier == T_NOVEL:
+        n = len(load_healthy_model().templates)
+        return (
+            "no signature or family matched; earliest line that is not one of the "
+            f"{n} healthy templates (mined from real healthy logs) and carries a failure word"
+        )
+    if tier == T_RAISE:
+        return "no exception line survived (cut traceback); a lone `raise` line is the only evidence"
+    if tier == T_CASCADE:
+        return "only consequences (cascade) found; the root cause is probably in a log not given"
+    if tier == T_WEAK:
+        what = root.signature.title if root.signature else "weak signal"
+        return f"nothing else failed; the only anomaly is a weak signal ({what}, x{promoted_count})"
+    return "no catalogue signature matched; earliest ERROR/Traceback/FATAL line"
+
+
+def _title(root: Hit, tier: int, promoted_count: int, refused_all: bool) -> str:
+    if root.signature is not None and tier == T_WEAK and root.signature.id == "access-4xx":
+        scope = ", none answered 2xx" if refused_all else ""
+        return f"{root.signature.title}: x{promoted_count}{scope}"
+    if root.signature is not None and tier != T_CASCADE:
+        return root.signature.title
+    if root.signature is not None:
+        return root.signature.title
+    if tier == T_FAMILY and root.family is not None:
+        return root.family.family.title
+    if tier == T_NOVEL:
+        return "First line unlike healthy output that carries a failure word (no known signature)"
+    if tier == T_RAISE:
+        return "A `raise` line from a cut traceback (no exception line shown)"
+    return "Earliest error line (no known signature)"
+
+
+def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
+    families = load_families()
+    hits = list(acc.first.values())
+    for h in hits:
+        if h.signature is None:  # rescore with the full context now that the lines after it are known
+            h.family = families.score(h.event.message, h.event.frames, [*h.before, *h.after])
+    signals = [_entry(h, acc) for h in _sorted([h for h in hits if _tier(h) == T_WEAK])]
+    pool, runs_note = _current_runs(hits, acc)
+    by_tier: dict[int, list[Hit]] = {}
+    for h in pool:
+        by_tier.setdefault(_tier(h), []).append(h)
+    promoted_count = 0
+    if not by_tier or min(by_tier) >= T_WEAK:
+        root = _promoted(hits, acc)
+        if root is None:
+            reason = (
+                "no anomaly found" if not signals else "no failure found; only weak signals (see signals)"
+            )
+            return Verdict(None, None, 0.0, reason, None, signals=signals)
+        tier = T_WEAK
+        promoted_count = acc.stats.get(root.sig_id, SigStats()).count
+        signals = [s for s in signals if s["signature"] != root.sig_id]
+        confidence = CONF_PROMOTED
+    else:
+        tier = min(by_tier)
+        ordered = _sorted(by_tier[tier])
+        root = ordered[0]
+        if tier == T_SIGNATURE:
+            contested = [
+                h
+                for h in ordered[1:]
+                if h.event.timestamp is not None
+                and h.event.timestamp == root.event.timestamp
+                and h.signature is not None
+                and h.signature.category != root.signature.category  # type: ignore[union-attr]
+            ]
+            confidence = CONF_STRONG_CONTESTED if contested else CONF_STRONG
+        else:
+            confidence = {
+                T_FAMILY: CONF_FAMILY,
+                T_NOVEL: CONF_NOVELTY,
+                T_GENERIC: CONF_GENERIC,
+                T_RAISE: CONF_GENERIC,
+            }.get(tier, CONF_CASCADE_ONLY)
+    sig = root.signature
+    category, runtime_category = _category_of(root, tier)
+    if tier == T_CASCADE:
+        category = Category.OTHER.value
+    phase = decide_phase(root, acc, pool, runs_note)
+    if runtime_category:
+        if phase.value == "runtime":
+            category = runtime_category
+        if not phase.evidenced:
+            confidence = max(0.05, confidence - PHASE_NOT_EVIDENCED_PENALTY)
+    layer = _LAYER.get(tier, LAYER_GENERIC)
+    reason = _why(root, tier, promoted_count)
+    title = _title(root, tier, promoted_count, root.source_index not in acc.ok_access)
 
     cascade: list[dict[str, Any]] = []
-    for h in _sorted([h for h in hits if h is not root]):
-        if earlier(h, root) < 0 and _tier(h) != 3:
+    for h in _sorted([h for h in pool if h is not root]):
+        if earlier(h, root) < 0:
             continue  # weaker signals before the root are not its consequences
         key = h.sig_id
         if any(c["signature"] == key for c in cascade):
             continue
-        stats = acc.stats.get(key, SigStats())
-        cascade.append(
-            {
-                "signature": key,
-                "role": h.signature.role if h.signature else "generic",
-                "category": h.signature.category if h.signature else Category.OTHER.value,
-                "title": h.signature.title if h.signature else "error line",
-                "count": stats.count,
-                "ranks": sorted(stats.ranks),
-                "sources": list(stats.sources),
-                "summary": summarize(stats, exclude_one=False),
-                "first": _where(h),
-            }
-        )
+        cascade.append(_entry(h, acc))
     own = acc.stats.get(root.sig_id)
-    if own is not None and own.count > 1:
+    if own is not None and own.count > 1 and tier != T_WEAK:
         cascade.insert(
             0,
             {
@@ -213,7 +329,7 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
 
     fix: list[str] = []
     docs: list[str] = []
-    if sig is not None and tier == 0:
+    if sig is not None and tier in (T_SIGNATURE, T_WEAK):
         fix.extend(sig.fix)
         docs.extend(sig.docs)
     for step in catalogue.category_fix.get(category, []):
@@ -222,16 +338,31 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     for d in catalogue.category_docs.get(category, []):
         if d not in docs:
             docs.append(d)
-    return Verdict(root, category, confidence, reason, phase_evidence, cascade, fix, docs, signals)
+    return Verdict(
+        root,
+        category,
+        round(confidence, 2),
+        reason,
+        phase.summary,
+        cascade,
+        fix,
+        docs,
+        signals,
+        layer=layer,
+        title=title,
+        phase=phase,
+        runs_note=runs_note,
+    )
 
 
 def _entry(h: Hit, acc: Accumulator) -> dict[str, Any]:
     stats = acc.stats.get(h.sig_id, SigStats())
+    fam = h.family.family if h.family is not None and h.signature is None else None
     return {
         "signature": h.sig_id,
-        "role": h.signature.role if h.signature else "generic",
-        "category": h.signature.category if h.signature else Category.OTHER.value,
-        "title": h.signature.title if h.signature else "error line",
+        "role": h.signature.role if h.signature else (h.kind if fam is None else "family"),
+        "category": h.signature.category if h.signature else (fam.category if fam else Category.OTHER.value),
+        "title": h.signature.title if h.signature else (fam.title if fam else "error line"),
         "count": stats.count,
         "ranks": sorted(stats.ranks),
         "sources": list(stats.sources),
@@ -269,14 +400,8 @@ def to_findings(v: Verdict) -> list[Finding]:
             )
         return out
     ev = v.root.event
-    title = (
-        v.root.signature.title
-        if v.root.signature and v.root.signature.role != "cascade"
-        else (
-            "Earliest error line (no known signature)" if v.root.signature is None else v.root.signature.title
-        )
-    )
-    evidence = [f"{ev.source}:{ev.line}: {ev.text.strip()[:400]}"]
+    title = v.title or "Earliest error line (no known signature)"
+    evidence = [f"{ev.source}:{ev.line}: {ev.text.strip()[:400]}", f"layer {v.layer}: {v.reason}"]
     if v.phase_evidence:
         evidence.append(f"phase: {v.phase_evidence}")
     evidence.extend(

@@ -1,0 +1,244 @@
+"""Category families: weighted vocabularies that classify a line no exact signature knows.
+
+Data: `data/families.yaml` (validated on load like the catalogue; a bad entry names the file and the
+entry). Judgement: `FamilyBook.score()` is a pure function of the line, its traceback frames and its
+neighbouring lines; it returns the winning family only when the score reaches the threshold AND beats
+the runner-up by the margin, and says which words decided it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from vllm_medic.errors import UsageError
+from vllm_medic.model import CATEGORY_VALUES
+
+_FAMILY_KEYS = {"id", "category", "runtime_category", "title", "words", "examples"}
+_TOP_KEYS = {
+    "version",
+    "threshold",
+    "margin",
+    "frame_weight",
+    "neighbour_weight",
+    "failure_words",
+    "families",
+}
+_QUIET_LEVELS = {"INFO", "DEBUG"}
+
+
+@dataclass(frozen=True)
+class Example:
+    line: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Family:
+    id: str
+    category: str
+    title: str
+    words: tuple[tuple[re.Pattern[str], float], ...]
+    runtime_category: str | None = None
+    examples: tuple[Example, ...] = ()
+
+
+@dataclass(frozen=True)
+class FamilyVerdict:
+    """The winning family, its score, the runner-up's, and the words that decided it."""
+
+    family: Family
+    score: float
+    runner_up: str | None
+    runner_up_score: float
+    words: tuple[str, ...] = ()
+
+    @property
+    def why(self) -> str:
+        decided = ", ".join(self.words[:6])
+        against = (
+            f" vs {self.runner_up} {self.runner_up_score:.1f}"
+            if self.runner_up
+            else " (no other family scored)"
+        )
+        return f"family `{self.family.id}` scored {self.score:.1f}{against}; decided by {decided}"
+
+
+@dataclass
+class FamilyBook:
+    families: list[Family] = field(default_factory=list)
+    failure_words: tuple[re.Pattern[str], ...] = ()
+    threshold: float = 4.0
+    margin: float = 2.0
+    frame_weight: float = 0.6
+    neighbour_weight: float = 0.5
+    origin: str = ""
+
+    def carries_failure_word(self, message: str) -> bool:
+        return any(p.search(message) for p in self.failure_words)
+
+    def screen_patterns(self) -> list[str]:
+        """What the bulk screen must let through so that unmarked failure lines are reached."""
+        return [p.pattern for p in self.failure_words]
+
+    def by_id(self, family_id: str) -> Family | None:
+        return next((f for f in self.families if f.id == family_id), None)
+
+    def score(
+        self, message: str, frames: list[str] | None = None, neighbours: list[str] | None = None
+    ) -> FamilyVerdict | None:
+        """Score every family over the line (full weight), its frames and its non-INFO neighbours."""
+        frames_text = "\n".join(frames or [])
+        near = "\n".join(n for n in (neighbours or []) if _counts_as_neighbour(n))
+        scored: list[tuple[float, Family, list[str]]] = []
+        for fam in self.families:
+            total = 0.0
+            words: list[str] = []
+            for pat, weight in fam.words:
+                if m := pat.search(message):
+                    total += weight
+                    words.append(f"'{m.group(0)[:40]}' (line, {weight:g})")
+                elif frames_text and (m := pat.search(frames_text)):
+                    total += weight * self.frame_weight
+                    words.append(f"'{m.group(0)[:40]}' (frames, {weight * self.frame_weight:g})")
+                elif near and (m := pat.search(near)):
+                    total += weight * self.neighbour_weight
+                    words.append(f"'{m.group(0)[:40]}' (nearby line, {weight * self.neighbour_weight:g})")
+            if total > 0:
+                scored.append((total, fam, words))
+        if not scored:
+            return None
+        scored.sort(key=lambda t: -t[0])
+        best, fam, words = scored[0]
+        second = scored[1] if len(scored) > 1 else None
+        second_score = second[0] if second else 0.0
+        if best < self.threshold or best - second_score < self.margin:
+            return None
+        return FamilyVerdict(fam, best, second[1].id if second else None, second_score, tuple(words))
+
+
+def _counts_as_neighbour(raw: str) -> bool:
+    """INFO/DEBUG neighbours are routine (an NCCL INFO banner next to an unrelated error): skip them."""
+    from vllm_medic.triage.normalize import normalize_line
+
+    ev = normalize_line(raw[:2048])
+    return ev.level not in _QUIET_LEVELS and bool(ev.message.strip())
+
+
+def _fail(origin: str, where: str, why: str) -> UsageError:
+    return UsageError(f"families {origin}: {where}: {why}")
+
+
+def _number(origin: str, where: str, value: Any, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise _fail(origin, where, "must be a non-negative number")
+    return float(value)
+
+
+def _words(origin: str, where: str, value: Any) -> tuple[tuple[re.Pattern[str], float], ...]:
+    if not isinstance(value, dict) or not value:
+        raise _fail(origin, where, "`words` must be a non-empty mapping of regular expression -> weight")
+    out = []
+    for pattern, weight in value.items():
+        if not isinstance(pattern, str) or not pattern:
+            raise _fail(origin, where, "every word must be a non-empty regular expression")
+        w = _number(origin, f"{where} {pattern!r}", weight, 0.0)
+        try:
+            out.append((re.compile(pattern), w))
+        except re.error as exc:
+            raise _fail(origin, where, f"bad regular expression {pattern!r}: {exc}") from None
+    return tuple(out)
+
+
+def _examples(origin: str, where: str, value: Any) -> tuple[Example, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _fail(origin, where, "`examples` must be a list of {line, source}")
+    out = []
+    for i, ex in enumerate(value, 1):
+        if (
+            not isinstance(ex, dict)
+            or set(ex) - {"line", "source"}
+            or not isinstance(ex.get("line"), str)
+            or not isinstance(ex.get("source"), str)
+            or not ex["source"].startswith(("https://", "http://", "tests/"))
+        ):
+            raise _fail(origin, f"{where} example {i}", "needs `line` and a `source` URL")
+        out.append(Example(ex["line"], ex["source"]))
+    return tuple(out)
+
+
+def parse_families(doc: Any, origin: str) -> FamilyBook:
+    if not isinstance(doc, dict):
+        raise _fail(origin, "top level", "must be a mapping with `families:`")
+    unknown = set(doc) - _TOP_KEYS
+    if unknown:
+        raise _fail(origin, "top level", f"unknown key(s) {sorted(unknown)}")
+    book = FamilyBook(origin=origin)
+    book.threshold = _number(origin, "threshold", doc.get("threshold"), book.threshold)
+    book.margin = _number(origin, "margin", doc.get("margin"), book.margin)
+    book.frame_weight = _number(origin, "frame_weight", doc.get("frame_weight"), book.frame_weight)
+    book.neighbour_weight = _number(
+        origin, "neighbour_weight", doc.get("neighbour_weight"), book.neighbour_weight
+    )
+    fw = doc.get("failure_words") or []
+    if not isinstance(fw, list) or not all(isinstance(p, str) and p for p in fw):
+        raise _fail(origin, "failure_words", "must be a list of regular expressions")
+    try:
+        book.failure_words = tuple(re.compile(p) for p in fw)
+    except re.error as exc:
+        raise _fail(origin, "failure_words", f"bad regular expression: {exc}") from None
+    entries = doc.get("families")
+    if not isinstance(entries, list) or not entries:
+        raise _fail(origin, "families", "must be a non-empty list")
+    seen: set[str] = set()
+    for i, entry in enumerate(entries):
+        where = f"family {i + 1}"
+        if not isinstance(entry, dict):
+            raise _fail(origin, where, "each family must be a mapping")
+        fid = entry.get("id")
+        if not isinstance(fid, str) or not re.fullmatch(r"[a-z0-9][a-z0-9_.\-]*", fid) or fid in seen:
+            raise _fail(origin, where, "needs a unique `id` of lowercase letters, digits, '-', '_' or '.'")
+        where = f"family {i + 1} ({fid})"
+        unknown = set(entry) - _FAMILY_KEYS
+        if unknown:
+            raise _fail(origin, where, f"unknown field(s) {sorted(unknown)}; allowed: {sorted(_FAMILY_KEYS)}")
+        for key in ("category", "runtime_category"):
+            value = entry.get(key)
+            if (key == "category" or value is not None) and value not in CATEGORY_VALUES:
+                raise _fail(origin, where, f"{key} {value!r} is not one of {list(CATEGORY_VALUES)}")
+        title = entry.get("title")
+        if not isinstance(title, str) or not title.strip():
+            raise _fail(origin, where, "needs a `title`")
+        seen.add(fid)
+        book.families.append(
+            Family(
+                id=fid,
+                category=entry["category"],
+                title=title.strip(),
+                words=_words(origin, where, entry.get("words")),
+                runtime_category=entry.get("runtime_category"),
+                examples=_examples(origin, where, entry.get("examples")),
+            )
+        )
+    return book
+
+
+@functools.cache
+def load_families() -> FamilyBook:
+    """The shipped `data/families.yaml` (parsed once per process)."""
+    import yaml
+
+    origin = "data/families.yaml"
+    text = (resources.files("vllm_medic.triage") / "data" / "families.yaml").read_text(encoding="utf-8")
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _fail(origin, "YAML", str(exc).splitlines()[0] if str(exc) else "cannot parse") from None
+    return parse_families(doc, origin)

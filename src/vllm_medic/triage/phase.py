@@ -1,0 +1,118 @@
+"""Startup or runtime: decided from evidence the log shows, and said so when it shows none.
+
+Evidence, strongest first: the root's traceback frames (engine start-up functions, or request-serving
+functions), the root line itself coming from request handling, the server having started or served
+before the root (same run of the same file, any file by time), an engine that only a running server
+has (`EngineDeadError`), and start-up lines just above the root (weight loading, profiling, graph
+capture). Without any of it the phase is *picked* from weaker cues (runtime words in the line such as
+`decode`/`retract`/`swap`, runtime-only frames without served traffic), reported with
+`evidenced: false` and the note "phase not evidenced"; the caller lowers its confidence.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Frames that only run while the engine starts (profiling, loading, KV-cache sizing, graph capture).
+STARTUP_FRAMES = re.compile(
+    r"profile_run|determine_available_memory|determine_num_available_blocks|_dummy_run|_dummy_sampler_run"
+    r"|load_model|load_weights|capture_model|initialize_kv_cache|_initialize_kv_caches|init_device"
+    r"|compile_or_warm_up_model|initialize_from_config|from_engine_args|_init_executor|init_worker"
+    r"|init_memory_pool|load_weights_and_postprocess|ModelRunner\.__init__|capture_cuda_graph|CudaGraphRunner"
+)
+# Frames of request serving: the scheduler loop, decode and model execution.
+RUNTIME_FRAMES = re.compile(
+    r"execute_model|\bschedule\b|_schedule|scheduler\.py:(?:step|schedule)|\bstep\b|step_with_batch_queue"
+    r"|run_busy_loop|event_loop_(?:normal|overlap)|run_batch|forward_batch_generation|retract_decode"
+    r"|process_batch_result|generate_sequences|_run_engine|engine_step|output_handler|create_chat_completion"
+    r"|create_completion|_preempt"
+)
+# Lines that exist only once requests are being served.
+RUNTIME_TEXT = re.compile(
+    r"serving_chat\.py|serving_completion\.py|serving_engine\.py|Error in model execution"
+    r"|err_execute_model_input|Dumping input data"
+)
+# Words of the runtime in the root line or its neighbours (weak: they pick a phase, they do not prove it).
+RUNTIME_WORDS = re.compile(
+    r"(?i)\bdecode\b|retract|preempt|swap space|\brunning[- ]req|generation throughput"
+)
+# Start-up progress lines just above the root.
+STARTUP_TEXT = re.compile(
+    r"(?i)Loading (?:safetensors|pt) checkpoint shards|Loading weights|Starting to load model"
+    r"|Memory profiling|Capturing (?:CUDA|cuda) ?graph|Capture cuda graph|Load weight (?:begin|end)"
+    r"|init engine \(profile|KV Cache is allocated|Memory pool end|Graph capturing"
+)
+RUNTIME_SIGNATURES = frozenset({"engine-dead"})
+# A new run of a server inside one file (appended logs): vLLM's args banner, SGLang's server args.
+RUN_BANNERS = (
+    r"non-default args: \{",
+    r"vLLM API server version \d",
+    r"\bargs: Namespace\(",
+    r"server_args=ServerArgs\(",
+)
+RUN_BANNER = re.compile("|".join(RUN_BANNERS))
+
+
+@dataclass
+class Phase:
+    value: str  # "startup" | "runtime"
+    evidenced: bool
+    evidence: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        head = "; ".join(self.evidence[:3])
+        return head if self.evidenced else f"phase not evidenced: {self.value} picked ({head})"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"value": self.value, "evidence": list(self.evidence), "evidenced": self.evidenced}
+
+
+def decide(
+    *,
+    frames: list[str],
+    text: str,
+    before: list[str],
+    after: list[str],
+    served_before: str | None,
+    runtime_line: str | None,
+    runs_note: str | None = None,
+) -> Phase:
+    """Pure: everything the caller found about the root and the server around it."""
+    notes = [runs_note] if runs_note else []
+    joined = "\n".join(frames)
+    if joined and (m := STARTUP_FRAMES.search(joined)):
+        return Phase(
+            "startup", True, [f"the traceback runs through `{m.group(0)}` (engine start-up)", *notes]
+        )
+    if m := RUNTIME_TEXT.search(text):
+        return Phase(
+            "runtime", True, [f"the error line itself comes from request handling (`{m.group(0)}`)", *notes]
+        )
+    if served_before:
+        return Phase("runtime", True, [f"the server had started/served before it: {served_before}", *notes])
+    if runtime_line:
+        return Phase("runtime", True, [f"only a running engine logs {runtime_line}", *notes])
+    for line in reversed(before):
+        if m := STARTUP_TEXT.search(line):
+            return Phase("startup", True, [f"it follows a start-up line (`{m.group(0)}`)", *notes])
+    for line in after[:3]:
+        if (m := re.search(r"while processing method (\w+)", line)) and STARTUP_FRAMES.search(m.group(1)):
+            return Phase("startup", True, [f"the next lines say `{m.group(0)}` (engine start-up)", *notes])
+    if joined and (m := RUNTIME_FRAMES.search(joined)):
+        return Phase(
+            "runtime",
+            False,
+            [f"the traceback runs through `{m.group(0)}`, but no served request is shown", *notes],
+        )
+    near = "\n".join([text, *before[-2:], *after[:2]])
+    if m := RUNTIME_WORDS.search(near):
+        return Phase(
+            "runtime", False, [f"the line speaks of `{m.group(0)}` (serving), nothing shows requests", *notes]
+        )
+    return Phase(
+        "startup",
+        False,
+        ["no frames, no start-up or serving line around it; start-up is the more common case", *notes],
+    )
