@@ -18,8 +18,10 @@ CORPUS = Path(__file__).resolve().parents[1] / "data/triage/corpus.jsonl"
 _NAIVE = re.compile(r"(?i)error|warn|traceback")
 
 
-def load_corpus() -> list[dict]:
-    return [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+def load_corpus(path: Path = CORPUS) -> list[dict]:
+    """Labelled cases, one JSON object a line: `id`, `category`, `first_anomaly_line`, `log`, optional
+    `phase` ("startup" | "runtime")."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 @dataclass
@@ -28,26 +30,42 @@ class Score:
     category: int = 0
     line: int = 0
     naive_line: int = 0
+    no_root: int = 0  # anomalous cases (every labelled case is one) that got root_cause: null
+    phase_n: int = 0  # cases labelled with a `phase`
+    phase: int = 0
 
     def pct(self, x: int) -> float:
         return 100.0 * x / self.n if self.n else 0.0
 
     def __str__(self) -> str:
+        phase = (
+            f", phase {100.0 * self.phase / self.phase_n:.1f}% of {self.phase_n} labelled"
+            if self.phase_n
+            else ""
+        )
         return (
             f"{self.n} cases: category {self.pct(self.category):.1f}%, exact line {self.pct(self.line):.1f}%, "
+            f"no root on an anomalous log {self.no_root}{phase}, "
             f"naive first error/warn/traceback line {self.pct(self.naive_line):.1f}%"
         )
+
+    def add(self, case: dict, rc: dict | None, cat_ok: bool, line_ok: bool) -> None:
+        self.n += 1
+        self.category += cat_ok
+        self.line += line_ok
+        self.no_root += rc is None
+        if case.get("phase"):
+            self.phase_n += 1
+            self.phase += bool(rc) and (rc.get("phase") or {}).get("value") == case["phase"]
 
 
 def score_short(cases: list[dict]) -> tuple[Score, list[str]]:
     s, misses = Score(), []
     for c in cases:
-        s.n += 1
         rc = scan_text(c["log"], c["id"]).to_dict()["root_cause"]
         cat_ok = bool(rc) and rc["category"] == c["category"]
         line_ok = bool(rc) and rc["line"] == c["first_anomaly_line"]
-        s.category += cat_ok
-        s.line += line_ok
+        s.add(c, rc, cat_ok, line_ok)
         naive = next((i for i, x in enumerate(c["log"].split("\n"), 1) if _NAIVE.search(x)), None)
         s.naive_line += naive == c["first_anomaly_line"]
         if not (cat_ok and line_ok):
@@ -70,7 +88,7 @@ def embed(case: dict, out: Path, rng: random.Random, ranks: int = 4) -> tuple[st
     """Write `ranks` rank files; the excerpt goes into one of them at a random depth. Returns (path, line)."""
     out.mkdir(parents=True, exist_ok=True)
     excerpt = case["log"].split("\n")
-    startup_failure = case["category"] == "oom_startup"
+    startup_failure = case["category"] == "oom_startup" or case.get("phase") == "startup"
     ts0 = _first_ts(excerpt) or datetime(2000, 11, 30, 12, 0, 0)
     hours = 0.0 if startup_failure else rng.uniform(0.25, 1.5)
     start = ts0 - timedelta(hours=hours, minutes=3)
@@ -94,15 +112,13 @@ def score_embedded(cases: list[dict], tmp: Path, seed: int = 7) -> tuple[Score, 
     rng = random.Random(seed)
     s, misses = Score(), []
     for c in cases:
-        s.n += 1
         d = tmp / c["id"]
         path, line = embed(c, d, rng)
         rc = triage([str(d)]).to_dict()["root_cause"]
         s.naive_line += _naive_embedded(d) == (path, line)
         cat_ok = bool(rc) and rc["category"] == c["category"]
         line_ok = bool(rc) and rc["source"] == path and rc["line"] == line
-        s.category += cat_ok
-        s.line += line_ok
+        s.add(c, rc, cat_ok, line_ok)
         if not (cat_ok and line_ok):
             misses.append(
                 f"{c['id']}: expected {c['category']}@{Path(path).name}:{line}, got "

@@ -28,6 +28,7 @@ _SIG_KEYS = {
     "title",
     "fix",
     "docs",
+    "examples",
 }
 
 
@@ -44,6 +45,8 @@ class Signature:
     traceback_patterns: tuple[re.Pattern[str], ...] = ()
     runtime_category: str | None = None
     origin: str = ""
+    # Real lines this signature must claim, each with the public URL (or test-data path) it came from.
+    examples: tuple[tuple[str, str], ...] = ()
 
     @property
     def strong(self) -> bool:
@@ -108,6 +111,23 @@ def _str_list(origin: str, where: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _examples(origin: str, where: str, value: Any) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    out = []
+    for i, ex in enumerate(value if isinstance(value, list) else [None], 1):
+        if (
+            not isinstance(ex, dict)
+            or set(ex) - {"line", "source"}
+            or not isinstance(ex.get("line"), str)
+            or not isinstance(ex.get("source"), str)
+            or not ex["source"].startswith(("https://", "http://", "tests/"))
+        ):
+            raise _fail(origin, f"{where} example {i}", "needs `line` and a `source` URL")
+        out.append((ex["line"], ex["source"]))
+    return tuple(out)
+
+
 def parse_signature(entry: Any, origin: str, index: int) -> Signature:
     where = f"entry {index + 1}"
     if not isinstance(entry, dict):
@@ -152,6 +172,7 @@ def parse_signature(entry: Any, origin: str, index: int) -> Signature:
         traceback_patterns=tb_patterns,
         runtime_category=runtime_category,
         origin=origin,
+        examples=_examples(origin, where, entry.get("examples")),
     )
 
 

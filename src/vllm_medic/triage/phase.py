@@ -36,6 +36,7 @@ RUNTIME_TEXT = re.compile(
 # Words of the runtime in the root line or its neighbours (weak: they pick a phase, they do not prove it).
 RUNTIME_WORDS = re.compile(
     r"(?i)\bdecode\b|retract|preempt|swap space|\brunning[- ]req|generation throughput"
+    r"|for request \S+|\bReqid\b"
 )
 # Start-up progress lines just above the root.
 STARTUP_TEXT = re.compile(
