@@ -17,13 +17,24 @@ from typing import Any
 from vllm_medic.errors import UsageError
 from vllm_medic.model import CATEGORY_VALUES
 
-_FAMILY_KEYS = {"id", "category", "runtime_category", "title", "words", "examples"}
+_FAMILY_KEYS = {
+    "id",
+    "category",
+    "runtime_category",
+    "title",
+    "words",
+    "examples",
+    "outranks",
+    "outrank_min",
+    "computed",
+}
 _TOP_KEYS = {
     "version",
     "threshold",
     "margin",
     "frame_weight",
     "neighbour_weight",
+    "origin_weight",
     "failure_words",
     "families",
 }
@@ -44,6 +55,14 @@ class Family:
     words: tuple[tuple[re.Pattern[str], float], ...]
     runtime_category: str | None = None
     examples: tuple[Example, ...] = ()
+    # A more specific family beats the listed broader ones whenever its own words, found in the line,
+    # its emitter or its frames (not in neighbours), reach `outrank_min`: a cache pool or KV connector
+    # that "failed to allocate" is cache machinery first, memory second.
+    outranks: tuple[str, ...] = ()
+    outrank_min: float = 0.0
+    # Evidence a word list cannot express (a comparison of numbers the line and its neighbours print):
+    # name of a check in COMPUTED_EVIDENCE -> weight, counted like a word found on the line.
+    computed: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,6 +74,7 @@ class FamilyVerdict:
     runner_up: str | None
     runner_up_score: float
     words: tuple[str, ...] = ()
+    note: str = ""  # how the verdict was reached when it was not the plain top score
 
     @property
     def why(self) -> str:
@@ -64,7 +84,8 @@ class FamilyVerdict:
             if self.runner_up
             else " (no other family scored)"
         )
-        return f"family `{self.family.id}` scored {self.score:.1f}{against}; decided by {decided}"
+        note = f" ({self.note})" if self.note else ""
+        return f"family `{self.family.id}` scored {self.score:.1f}{against}{note}; decided by {decided}"
 
 
 @dataclass
@@ -75,6 +96,7 @@ class FamilyBook:
     margin: float = 2.0
     frame_weight: float = 0.6
     neighbour_weight: float = 0.5
+    origin_weight: float = 1.0
     origin: str = ""
 
     def carries_failure_word(self, message: str) -> bool:
@@ -88,36 +110,112 @@ class FamilyBook:
         return next((f for f in self.families if f.id == family_id), None)
 
     def score(
-        self, message: str, frames: list[str] | None = None, neighbours: list[str] | None = None
+        self,
+        message: str,
+        frames: list[str] | None = None,
+        neighbours: list[str] | None = None,
+        origin: str | None = None,
     ) -> FamilyVerdict | None:
-        """Score every family over the line (full weight), its frames and its non-INFO neighbours."""
+        """Score every family over the line (full weight), its emitter (`origin`), its frames and its
+        non-INFO neighbours. A bare `assert` statement (the line a message-less AssertionError points
+        at) or a bare exception name has nothing but its frames to say what failed (callers pass
+        `frames_above()` when the scan did not fold them), so there the frames count in full."""
         frames_text = "\n".join(frames or [])
         near = "\n".join(n for n in (neighbours or []) if _counts_as_neighbour(n))
-        scored: list[tuple[float, Family, list[str]]] = []
+        bare = _BARE_ASSERT.match(message) or _BARE_EXCEPTION.fullmatch(message)
+        frame_weight = 1.0 if bare else self.frame_weight
+        scored: list[tuple[float, float, Family, list[str]]] = []
         for fam in self.families:
-            total = 0.0
+            total = own = 0.0
             words: list[str] = []
             for pat, weight in fam.words:
                 if m := pat.search(message):
                     total += weight
+                    own += weight
                     words.append(f"'{m.group(0)[:40]}' (line, {weight:g})")
+                elif origin and (m := pat.search(origin)):
+                    w = weight * self.origin_weight
+                    total += w
+                    own += w
+                    words.append(f"'{m.group(0)[:40]}' (emitter, {w:g})")
                 elif frames_text and (m := pat.search(frames_text)):
-                    total += weight * self.frame_weight
-                    words.append(f"'{m.group(0)[:40]}' (frames, {weight * self.frame_weight:g})")
+                    w = weight * frame_weight
+                    total += w
+                    own += w
+                    words.append(f"'{m.group(0)[:40]}' (frames, {w:g})")
                 elif near and (m := pat.search(near)):
                     total += weight * self.neighbour_weight
                     words.append(f"'{m.group(0)[:40]}' (nearby line, {weight * self.neighbour_weight:g})")
+            for check, weight in fam.computed:
+                if found := COMPUTED_EVIDENCE[check](message, neighbours or []):
+                    total += weight
+                    own += weight
+                    words.append(f"{found} ({weight:g})")
             if total > 0:
-                scored.append((total, fam, words))
+                scored.append((total, own, fam, words))
         if not scored:
             return None
         scored.sort(key=lambda t: -t[0])
-        best, fam, words = scored[0]
+        best, _, fam, words = scored[0]
         second = scored[1] if len(scored) > 1 else None
         second_score = second[0] if second else 0.0
-        if best < self.threshold or best - second_score < self.margin:
+        if best < self.threshold:
             return None
-        return FamilyVerdict(fam, best, second[1].id if second else None, second_score, tuple(words))
+        for total, own, challenger, cwords in scored[1:]:
+            if fam.id in challenger.outranks and challenger.outrank_min and own >= challenger.outrank_min:
+                return FamilyVerdict(
+                    challenger,
+                    total,
+                    fam.id,
+                    best,
+                    tuple(cwords),
+                    note=f"outranks `{fam.id}`: its own words on the line reach {challenger.outrank_min:g}",
+                )
+        if best - second_score < self.margin:
+            return None
+        return FamilyVerdict(fam, best, second[2].id if second else None, second_score, tuple(words))
+
+
+_BARE_ASSERT = re.compile(r"\s*assert\b")
+_FRAME_LINE = re.compile(r'\bFile "(?P<file>[^"]*)", line \d+(?:, in (?P<func>[\w<>.]+))?')
+_BARE_EXCEPTION = re.compile(r"\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):?\s*")
+
+
+def frames_above(message: str, before: list[str]) -> list[str]:
+    """For a message-less exception (`AssertionError` alone) whose traceback the scan did not fold:
+    the frames (`file:function`) and `assert`/code lines printed just above it are its only evidence."""
+    if not _BARE_EXCEPTION.fullmatch(message):
+        return []
+    out: list[str] = []
+    for raw in before:
+        if m := _FRAME_LINE.search(raw):
+            out.append(f"{m.group('file')}:{m.group('func') or ''}")
+        elif raw.strip() and raw[:1] in (" ", "\t") and not raw.strip().startswith(("^", "~")):
+            out.append(raw.strip())
+    return out
+
+
+_ASKED_TOKENS = re.compile(r"(?i)\b(?:try|tried|trying) to allocate (\d+) tokens")
+_EVICTABLE = re.compile(r"(?i)evictable(?:_size)?_?(?:\(\))?\s*[=:]\s*(\d+)")
+
+
+def evictable_covers_request(message: str, neighbours: list[str]) -> str | None:
+    """A token-pool allocation failed although the pool's own report says more tokens were evictable
+    than were asked for: the cache did not evict, memory was not exhausted (SGLang prints the
+    `Try to allocate N tokens` request and its pools' `evictable_size` next to every such error)."""
+    asked = _ASKED_TOKENS.search(message) or next(
+        (m for n in neighbours[-3:] if (m := _ASKED_TOKENS.search(n))), None
+    )
+    if asked is None:
+        return None
+    evictable = [int(m.group(1)) for t in (message, *neighbours) for m in _EVICTABLE.finditer(t)]
+    want = int(asked.group(1))
+    if evictable and max(evictable) >= want:
+        return f"{max(evictable)} tokens evictable >= {want} requested"
+    return None
+
+
+COMPUTED_EVIDENCE = {"evictable-covers-request": evictable_covers_request}
 
 
 def _counts_as_neighbour(raw: str) -> bool:
@@ -187,6 +285,7 @@ def parse_families(doc: Any, origin: str) -> FamilyBook:
     book.neighbour_weight = _number(
         origin, "neighbour_weight", doc.get("neighbour_weight"), book.neighbour_weight
     )
+    book.origin_weight = _number(origin, "origin_weight", doc.get("origin_weight"), book.origin_weight)
     fw = doc.get("failure_words") or []
     if not isinstance(fw, list) or not all(isinstance(p, str) and p for p in fw):
         raise _fail(origin, "failure_words", "must be a list of regular expressions")
@@ -216,6 +315,14 @@ def parse_families(doc: Any, origin: str) -> FamilyBook:
         title = entry.get("title")
         if not isinstance(title, str) or not title.strip():
             raise _fail(origin, where, "needs a `title`")
+        computed = entry.get("computed") or {}
+        if not isinstance(computed, dict) or set(computed) - set(COMPUTED_EVIDENCE):
+            raise _fail(
+                origin, where, f"`computed` must map check names {sorted(COMPUTED_EVIDENCE)} to weights"
+            )
+        outranks = entry.get("outranks") or []
+        if not isinstance(outranks, list) or not all(isinstance(o, str) for o in outranks):
+            raise _fail(origin, where, "`outranks` must be a list of family ids")
         seen.add(fid)
         book.families.append(
             Family(
@@ -225,8 +332,18 @@ def parse_families(doc: Any, origin: str) -> FamilyBook:
                 words=_words(origin, where, entry.get("words")),
                 runtime_category=entry.get("runtime_category"),
                 examples=_examples(origin, where, entry.get("examples")),
+                outranks=tuple(outranks),
+                outrank_min=_number(origin, f"{where} outrank_min", entry.get("outrank_min"), 0.0),
+                computed=tuple(
+                    (name, _number(origin, f"{where} computed {name}", w, 0.0))
+                    for name, w in computed.items()
+                ),
             )
         )
+    ids = {f.id for f in book.families}
+    for fam in book.families:
+        if unknown := set(fam.outranks) - ids:
+            raise _fail(origin, f"family {fam.id}", f"outranks unknown family id(s) {sorted(unknown)}")
     return book
 
 

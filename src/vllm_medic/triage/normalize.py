@@ -10,8 +10,11 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-# ANSI CSI sequences ("\x1b[36m"), plus the bare "[36m" left when ESC was lost by copy-paste.
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|(?<![\w\]])\[(?:\d{1,3};)*\d{1,3}m")
+# ANSI CSI sequences ("\x1b[36m"), the bare "[36m" left when ESC was lost by copy-paste, and the
+# "#033[36m" that syslog/rsyslog write for an escaped ESC (octal 033).
+_ANSI = re.compile(
+    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|#033\[[0-9;?]*[A-Za-z]|(?<![\w\]])\[(?:\d{1,3};)*\d{1,3}m"
+)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 # Timestamps, tried in this order at the start of what is left of the line.
@@ -93,6 +96,9 @@ class Event:
     offset: int = 0
     traceback_start: int | None = None
     frames: list[str] = field(default_factory=list)
+    # Who emitted the line, as its prefix said: the logger's `file.py:N`, glog/torch `file.cc:N`, and
+    # bracketed tags peeled off the message ("[c10d]"). The message itself no longer holds them.
+    origin: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -212,6 +218,7 @@ def normalize_line(
             ts = _short_time(m, outer_year or DEFAULT_YEAR)
             if ts is not None and ev.timestamp is None:
                 ev.timestamp, ev.timestamp_text = ts, m.group(0)[len(m.group("level")) + 1 :][:14].strip()
+            ev.origin = m.group("where")
             rest = rest[m.end() :]
             break
         elif m := _GLOG.match(rest):
@@ -222,10 +229,12 @@ def normalize_line(
                     ts,
                     f"{m.group('mo')}-{m.group('d')} {m.group('h')}:{m.group('mi')}:{m.group('s')}",
                 )
+            ev.origin = m.group("where")
             rest = rest[m.end() :]
             break
         elif m := _TORCH_CPP.match(rest):
             ev.level = _LEVEL_OF_GLOG[m.group("lv")]
+            ev.origin = m.group("where")
             rest = rest[m.end() :]
             break
         elif m := _JOURNALD.match(rest):
@@ -265,6 +274,8 @@ def normalize_line(
     if ev.rank is None and (r := _RANK_IN_MSG.search(rest[:200])):
         ev.rank = int(r.group("n"))
     if ev.level is not None and (m := _TAGS.match(rest)):
+        tags = m.group(0).strip().removesuffix(">>>").strip()
+        ev.origin = f"{ev.origin} {tags}" if ev.origin else tags
         rest = rest[m.end() :]  # "[MainThread] [asyncio] >>> " left by custom logging formats
     rest = _RAY_REPEAT.sub("", rest)
     ev.message = rest

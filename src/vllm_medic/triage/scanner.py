@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import BinaryIO
 
 from vllm_medic.triage.catalogue import Catalogue, Signature
-from vllm_medic.triage.families import FamilyVerdict, load_families
+from vllm_medic.triage.families import FamilyVerdict, frames_above, load_families
 from vllm_medic.triage.normalize import Event, normalize_line
 from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUN_BANNER, RUN_BANNERS
@@ -308,7 +308,8 @@ class SourceScanner:
             before = list(self.tail)[len(before) - CONTEXT_LINES :] + before if before else list(self.tail)
         hit = Hit(ev, sig, self.index, kind=kind)
         if sig is None:
-            hit.family = load_families().score(ev.message, ev.frames, before[-CONTEXT_LINES:])
+            frames = ev.frames or frames_above(ev.message, before[-CONTEXT_LINES:])
+            hit.family = load_families().score(ev.message, frames, before[-CONTEXT_LINES:], ev.origin)
         if not self.acc.record(hit):
             return
         hit.before = before[-CONTEXT_LINES:]

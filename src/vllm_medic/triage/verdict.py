@@ -12,7 +12,7 @@ from typing import Any
 
 from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.triage.catalogue import Catalogue
-from vllm_medic.triage.families import load_families
+from vllm_medic.triage.families import frames_above, load_families
 from vllm_medic.triage.normalize import timestamp_str
 from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUNTIME_SIGNATURES, RUNTIME_TEXT, Phase
@@ -249,7 +249,8 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     hits = list(acc.first.values())
     for h in hits:
         if h.signature is None:  # rescore with the full context now that the lines after it are known
-            h.family = families.score(h.event.message, h.event.frames, [*h.before, *h.after])
+            frames = h.event.frames or frames_above(h.event.message, h.before)
+            h.family = families.score(h.event.message, frames, [*h.before, *h.after], h.event.origin)
     signals = [_entry(h, acc) for h in _sorted([h for h in hits if _tier(h) == T_WEAK])]
     pool, runs_note = _current_runs(hits, acc)
     by_tier: dict[int, list[Hit]] = {}
