@@ -55,9 +55,13 @@ def test_engine_decode_oom_without_error_marker_is_a_memory_family_root_at_runti
 
 
 def test_connector_warning_that_could_not_allocate_is_reached_and_classified(tmp_path):
+    """A KV-offload connector that could not allocate is the cache machinery's failure (issue 10:
+    "prefix-cache pool and KV-connector failures"), not GPU memory: its own word (`LMCache`) on the
+    line outranks the memory words, and `why` says so."""
     rc = _json(tmp_path, LMCACHE_ALLOC)["root_cause"]
-    assert rc["line"] == 2 and rc["layer"] == "family" and rc["family"] == "memory"
-    assert rc["category"] == "oom_runtime"  # "for request 11" above it: serving, not start-up
+    assert rc["line"] == 2 and rc["layer"] == "family" and rc["family"] == "cache-machinery"
+    assert rc["category"] == "prefix_cache"
+    assert "outranks `memory`" in rc["why"] and "LMCache" in rc["why"]
 
 
 @pytest.mark.parametrize(

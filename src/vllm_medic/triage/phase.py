@@ -27,6 +27,9 @@ RUNTIME_FRAMES = re.compile(
     r"|run_busy_loop|event_loop_(?:normal|overlap)|run_batch|forward_batch_generation|retract_decode"
     r"|process_batch_result|generate_sequences|_run_engine|engine_step|output_handler|create_chat_completion"
     r"|create_completion|_preempt"
+    # Request-side KV work: a continuing chunked prefill, the scheduler's new prefill batch, slot
+    # allocation and prefix-cache block bookkeeping only run for real requests.
+    r"|continuation_prefill|get_new_batch_prefill|allocate_slots|cache_full_blocks"
 )
 # Lines that exist only once requests are being served.
 RUNTIME_TEXT = re.compile(
@@ -37,6 +40,7 @@ RUNTIME_TEXT = re.compile(
 RUNTIME_WORDS = re.compile(
     r"(?i)\bdecode\b|retract|preempt|swap space|\brunning[- ]req|generation throughput"
     r"|for request \S+|\bReqid\b"
+    r"|\b(?:prefill|decode) out of memory|\bRunning: [1-9]\d* reqs"
 )
 # Start-up progress lines just above the root.
 STARTUP_TEXT = re.compile(

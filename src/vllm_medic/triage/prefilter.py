@@ -31,6 +31,10 @@ SERVED_PATTERNS = (
     r"Avg generation throughput: [1-9]",
     r"Added request \S+",
     r"Received request \S+",
+    # Other servers announcing they serve (mistral.rs, SGLang, llama.cpp-style servers).
+    r"\bServing on https?://",
+    r"The server is fired up and ready to roll",
+    r"server is listening on https?://",
 )
 
 

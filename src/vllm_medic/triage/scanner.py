@@ -23,6 +23,7 @@ from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUN_BANNER, RUN_BANNERS
 from vllm_medic.triage.prefilter import GENERIC_PATTERNS, SERVED_PATTERNS, Screen
 from vllm_medic.triage.tracebacks import EXCEPTION_LINE, TracebackFolder
+from vllm_medic.triage.wrappers import wrapper_kind
 
 BLOCK_BYTES = 4 * 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024
@@ -34,7 +35,10 @@ _FATAL_WORD = re.compile(r"\bFATAL\b|\bFatal error\b|\bpanic:")
 _RAISE_STATEMENT = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|from\b|$)")
 _MAX_RUNS = 64
 # A 2xx answer in an access log: a file that has one did not refuse every request.
-_OK_ACCESS = Screen([r'HTTP/[\d.]+" 2\d\d\b'])
+_OK_ACCESS = Screen([r'HTTP/[\d.]+" 2\d\d\b', r'"response_code"\s*:\s*"?2\d\d\b'])
+# Cheap backward probes for the last 2xx in a block (checked with _OK_ACCESS on their line).
+_OK_NEEDLES = (b'" 2', b'"response_code":"2', b'"response_code": "2', b'"response_code":2')
+ACCESS_4XX = "access-4xx"
 
 
 @dataclass
@@ -51,6 +55,8 @@ class Hit:
     kind: str = "signature"
     family: FamilyVerdict | None = None
     run: int = 0
+    # "follows" / "quotes" when the line only announces a cause printed next to it (wrappers.py).
+    wrapper: str | None = None
 
     @property
     def sig_id(self) -> str:
@@ -88,6 +94,9 @@ class Accumulator:
     # Restart banners per source (an appended log holds several runs) and sources with a 2xx answer.
     banners: dict[int, list[Event]] = field(default_factory=dict)
     ok_access: set[int] = field(default_factory=set)
+    # Per source: the first request refused (4xx) after the last one answered 2xx, while no 2xx has
+    # followed it: the file ends with its requests being refused.
+    refusing: dict[int, Hit] = field(default_factory=dict)
     lines: dict[int, int] = field(default_factory=dict)
     bytes: dict[int, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -96,7 +105,8 @@ class Accumulator:
         """Count the hit; keep it when it is the first of its kind in its source. True when kept."""
         self.stats.setdefault(hit.sig_id, SigStats()).add(hit.event)
         hit.run = len(self.banners.get(hit.source_index, ()))
-        key = (hit.sig_id, hit.source_index, hit.run)
+        # A wrapper is kept apart so the cause printed next to it (often the same class) is kept too.
+        key = (hit.sig_id + ("~wrapper" if hit.wrapper else ""), hit.source_index, hit.run)
         if key in self.first:
             return False
         self.first[key] = hit
@@ -151,6 +161,7 @@ class SourceScanner:
         self.folder = TracebackFolder()
         self.pending_after: list[Hit] = []
         self.total_bytes = 0
+        self._refused_in_block: list[tuple[int, Hit]] = []
 
     # -- block level -------------------------------------------------------------------------
     def feed_stream(self, stream: BinaryIO) -> None:
@@ -234,6 +245,8 @@ class SourceScanner:
             if kept is None:
                 continue
             self._consider(kept, lines, max(0, i - (ev.line - kept.line)), base)
+        if self.index in self.acc.refusing or self._refused_in_block:
+            self._settle_refusals(block)
         self.line_no = base + len(lines)
         self._update_tail_and_time(lines)
 
@@ -250,6 +263,8 @@ class SourceScanner:
             tail_lines = block.split(b"\n")[:-1]
         if self.pending_after:
             self._fill_after(block[: 4096 * CONTEXT_LINES].split(b"\n")[:CONTEXT_LINES])
+        if self.index in self.acc.refusing and _OK_ACCESS.search(block) >= 0:
+            del self.acc.refusing[self.index]  # a request was answered again after the refusal
         self.line_no += n
         self._update_tail_and_time(tail_lines)
 
@@ -261,6 +276,18 @@ class SourceScanner:
             if ev.timestamp is not None:
                 self.last_ts = ev.timestamp
                 break
+
+    def _settle_refusals(self, block: bytes) -> None:
+        """After a block: the file is "refusing" when a 4xx came after its last 2xx. Only runs while a
+        refusal is pending, and looks for the block's last 2xx from its end."""
+        last_ok = _last_ok_line(block)
+        if last_ok >= 0 and self.index in self.acc.refusing:
+            del self.acc.refusing[self.index]
+        for idx, hit in self._refused_in_block:
+            if idx > last_ok:
+                self.acc.refusing.setdefault(self.index, hit)
+                break
+        self._refused_in_block = []
 
     def _fill_after(self, lines: list[bytes]) -> None:
         if not self.pending_after:
@@ -306,7 +333,9 @@ class SourceScanner:
         before = [r[:4096].decode("utf-8", "replace").rstrip("\r") for r in lines[lo:idx]]
         if len(before) < CONTEXT_LINES and idx - CONTEXT_LINES < 0:
             before = list(self.tail)[len(before) - CONTEXT_LINES :] + before if before else list(self.tail)
-        hit = Hit(ev, sig, self.index, kind=kind)
+        hit = Hit(ev, sig, self.index, kind=kind, wrapper=wrapper_kind(ev.message))
+        if sig is not None and sig.id == ACCESS_4XX:
+            self._note_refusal(hit, lines, idx, before)
         if sig is None:
             frames = ev.frames or frames_above(ev.message, before[-CONTEXT_LINES:])
             hit.family = load_families().score(ev.message, frames, before[-CONTEXT_LINES:], ev.origin)
@@ -318,6 +347,18 @@ class SourceScanner:
         ]
         if len(hit.after) < CONTEXT_LINES:
             self.pending_after.append(hit)
+
+    def _note_refusal(self, hit: Hit, lines: list[bytes], idx: int, before: list[str]) -> None:
+        """Remember a refused request with its context, in case no 2xx follows it in this file."""
+        hit.before = before[-CONTEXT_LINES:]
+        hit.after = [
+            r[:4096].decode("utf-8", "replace").rstrip("\r") for r in lines[idx + 1 : idx + 1 + CONTEXT_LINES]
+        ]
+        hit.run = len(self.acc.banners.get(self.index, ()))
+        if len(self._refused_in_block) >= 64:  # bounded: keep the first ones and the latest
+            self._refused_in_block[-1] = (idx, hit)
+        else:
+            self._refused_in_block.append((idx, hit))
 
     def _new_run(self, ev: Event, lines: list[bytes], idx: int, base: int) -> None:
         """A restart banner: later hits belong to a new run; served evidence is looked for afresh."""
@@ -362,6 +403,22 @@ def unclaimed_kind(ev: Event, generic: bool) -> str | None:
     if load_families().carries_failure_word(msg) and not load_healthy_model().is_healthy(ev.message):
         return "novel"
     return "generic" if generic else None
+
+
+def _last_ok_line(block: bytes) -> int:
+    """Block-local index of the last line answered 2xx, or -1: probes backwards from the end, so a
+    serving log (2xx near the end) costs a few bytes, a block without one a reverse byte scan."""
+    best = -1
+    for needle in _OK_NEEDLES:
+        end = len(block)
+        while (pos := block.rfind(needle, 0, end)) >= 0:
+            start = block.rfind(b"\n", 0, pos) + 1
+            stop = block.find(b"\n", pos)
+            if _OK_ACCESS.search(block[start : stop if stop >= 0 else len(block)]) >= 0:
+                best = max(best, block.count(b"\n", 0, start))
+                break
+            end = pos
+    return best
 
 
 def _read_block(stream: BinaryIO, read1: object) -> tuple[bytes, BaseException | None]:

@@ -18,6 +18,7 @@ from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUNTIME_SIGNATURES, RUNTIME_TEXT, Phase
 from vllm_medic.triage.phase import decide as phase_decide
 from vllm_medic.triage.scanner import Accumulator, Hit, SigStats
+from vllm_medic.triage.wrappers import WINDOW_LINES
 
 LAYER_SIGNATURE, LAYER_FAMILY, LAYER_NOVELTY, LAYER_GENERIC = "signature", "family", "novelty", "generic"
 
@@ -42,8 +43,21 @@ _LAYER = {
     T_WEAK: LAYER_SIGNATURE,
 }
 # Weak signals that become the root, with low confidence, when nothing else in the logs failed.
-_PROMOTABLE = ("access-4xx", "prefix-cache-zero-hit")
+_PROMOTABLE = ("access-4xx", "prefix-cache-zero-hit", "prefix-cache-zero-hit-metrics")
 _STARTED = re.compile(r"Application startup complete|Uvicorn running on")
+# A /metrics hits counter at 0 means something only next to a queries counter that is not.
+_QUERIES_NONZERO = re.compile(r"prefix_cache_queries(?:_total)?(?:\{[^}]*\})?\s+[1-9]")
+# A server that stopped in order and started again inside one file, with no failure logged: the
+# reason is outside the log (supervisor, probe, OOM killer). Reported with the lowest confidence.
+RESTART_SIG = "unexplained-restart"
+RESTART_TITLE = "The server shut down and started again, and this log does not say why"
+RESTART_FIX = (
+    "Find why it stopped where it was restarted: `kubectl describe pod` (Last State: Terminated, "
+    "Reason and Exit Code: OOMKilled / Error / Completed), `kubectl logs --previous`, "
+    "`docker inspect --format '{{json .State}}' <container>`, the supervisor's or systemd's log.",
+    "A liveness/readiness probe that timed out while the engine was busy also restarts it: compare "
+    "the probe's timeout with the time requests took just before the shutdown.",
+)
 
 
 @dataclass
@@ -178,19 +192,65 @@ def _current_runs(hits: list[Hit], acc: Accumulator) -> tuple[list[Hit], str | N
     return pool, ("; ".join(notes) or None)
 
 
-def _promoted(hits: list[Hit], acc: Accumulator) -> Hit | None:
-    """A weak signal that stands alone: every request refused with 4xx (no 2xx in that file), or a
-    0 % prefix-cache hit rate in an excerpt that does not show a healthy start-up."""
+def _promoted(hits: list[Hit], acc: Accumulator) -> tuple[Hit | None, bool]:
+    """A weak signal that stands alone: requests refused with 4xx (no 2xx in that file, or none after
+    the refusals began), a 0 % prefix-cache hit rate in an excerpt that does not show a healthy
+    start-up, or a /metrics hits counter at 0 under a non-zero queries counter. Returns the hit and,
+    for 4xx, whether the file ends refusing after it had answered 2xx."""
     for sig_id in _PROMOTABLE:
         cands = _sorted([h for h in hits if h.sig_id == sig_id])
-        if not cands:
-            continue
+        trailing = False
         if sig_id == "access-4xx":
             cands = [h for h in cands if h.source_index not in acc.ok_access]
+            if not cands and acc.refusing:
+                cands, trailing = _sorted(list(acc.refusing.values())), True
         elif any(_STARTED.search(ev.message) for ev in acc.served.values()):
             cands = []
+        elif sig_id == "prefix-cache-zero-hit-metrics":
+            cands = [h for h in cands if any(_QUERIES_NONZERO.search(b) for b in h.before)]
         if cands:
-            return cands[0]
+            return cands[0], trailing
+    return None, False
+
+
+def _unwrap(root: Hit, pool: list[Hit]) -> Hit:
+    """A wrapper line (wrappers.py) gives way to the classified line it announces, printed within a
+    few lines below it in the same file and run: always when it quotes that line's error, and when
+    the cause only follows it, when the cause says another category (the wrapper's own class was a
+    guess from its wording; where both agree the earlier line points at the same diagnosis)."""
+    if not root.wrapper:
+        return root
+    line = root.event.line
+    cands = [
+        h
+        for h in pool
+        if h.source_index == root.source_index
+        and h.run == root.run
+        and line < h.event.line <= line + WINDOW_LINES
+        and not h.wrapper
+        and _tier(h) <= T_FAMILY
+        and (root.wrapper == "quotes" or _class_of(h) != _class_of(root))
+    ]
+    return min(cands, key=lambda h: h.event.line) if cands else root
+
+
+def _class_of(h: Hit) -> str | None:
+    if h.signature is not None:
+        return h.signature.category
+    return h.family.family.category if h.family is not None else None
+
+
+def _restart(hits: list[Hit], acc: Accumulator) -> tuple[Hit, str] | None:
+    """An orderly shutdown followed by a restart banner in the same file, when nothing else failed."""
+    for h in _sorted([h for h in hits if _tier(h) == T_NEVER]):
+        banners = acc.banners.get(h.source_index, [])
+        if h.run < len(banners):
+            nxt = banners[h.run]
+            return h, (
+                f"no failure is logged; the run in {h.event.source} stops in order at line "
+                f"{h.event.line} and the server starts again at line {nxt.line} (restart banner): "
+                "the cause of the restart is outside this log"
+            )
     return None
 
 
@@ -227,9 +287,8 @@ def _why(root: Hit, tier: int, promoted_count: int = 0) -> str:
     return "no catalogue signature matched; earliest ERROR/Traceback/FATAL line"
 
 
-def _title(root: Hit, tier: int, promoted_count: int, refused_all: bool) -> str:
+def _title(root: Hit, tier: int, promoted_count: int, scope: str = "") -> str:
     if root.signature is not None and tier == T_WEAK and root.signature.id == "access-4xx":
-        scope = ", none answered 2xx" if refused_all else ""
         return f"{root.signature.title}: x{promoted_count}{scope}"
     if root.signature is not None and tier != T_CASCADE:
         return root.signature.title
@@ -257,21 +316,33 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     for h in pool:
         by_tier.setdefault(_tier(h), []).append(h)
     promoted_count = 0
+    trailing_refusals = False
+    restart_note: str | None = None
+    wrapped_by: Hit | None = None
     if not by_tier or min(by_tier) >= T_WEAK:
-        root = _promoted(hits, acc)
+        root, trailing_refusals = _promoted(hits, acc)
+        if root is None and (found := _restart(hits, acc)) is not None:
+            root, restart_note = found
         if root is None:
             reason = (
                 "no anomaly found" if not signals else "no failure found; only weak signals (see signals)"
             )
             return Verdict(None, None, 0.0, reason, None, signals=signals)
-        tier = T_WEAK
-        promoted_count = acc.stats.get(root.sig_id, SigStats()).count
-        signals = [s for s in signals if s["signature"] != root.sig_id]
-        confidence = CONF_PROMOTED
+        if restart_note is not None:
+            tier, confidence = T_CASCADE, CONF_CASCADE_ONLY
+        else:
+            tier = T_WEAK
+            promoted_count = acc.stats.get(root.sig_id, SigStats()).count
+            signals = [s for s in signals if s["signature"] != root.sig_id]
+            confidence = CONF_PROMOTED
     else:
         tier = min(by_tier)
         ordered = _sorted(by_tier[tier])
         root = ordered[0]
+        if (cause := _unwrap(root, pool)) is not root:
+            wrapped_by = root
+            root, tier = cause, _tier(cause)
+            ordered = _sorted(by_tier[tier])
         if tier == T_SIGNATURE:
             contested = [
                 h
@@ -300,8 +371,18 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
         if not phase.evidenced:
             confidence = max(0.05, confidence - PHASE_NOT_EVIDENCED_PENALTY)
     layer = _LAYER.get(tier, LAYER_GENERIC)
-    reason = _why(root, tier, promoted_count)
-    title = _title(root, tier, promoted_count, root.source_index not in acc.ok_access)
+    reason = restart_note or _why(root, tier, promoted_count)
+    if wrapped_by is not None:
+        reason += f"; the line above it ({wrapped_by.event.source}:{wrapped_by.event.line}) only announces it"
+    if restart_note is not None:
+        title = RESTART_TITLE
+    else:
+        scope = ""
+        if root.sig_id == "access-4xx" and tier == T_WEAK:
+            scope = ", none answered 2xx" if root.source_index not in acc.ok_access else ""
+            if trailing_refusals:
+                scope = f", none answered 2xx after line {root.event.line} (the earlier ones were)"
+        title = _title(root, tier, promoted_count, scope)
 
     cascade: list[dict[str, Any]] = []
     for h in _sorted([h for h in pool if h is not root]):
@@ -330,7 +411,9 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
 
     fix: list[str] = []
     docs: list[str] = []
-    if sig is not None and tier in (T_SIGNATURE, T_WEAK):
+    if restart_note is not None:
+        fix.extend(RESTART_FIX)
+    elif sig is not None and tier in (T_SIGNATURE, T_WEAK):
         fix.extend(sig.fix)
         docs.extend(sig.docs)
     for step in catalogue.category_fix.get(category, []):

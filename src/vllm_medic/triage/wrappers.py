@@ -1,0 +1,32 @@
+"""Lines that announce a cause instead of being it.
+
+Some failure lines are wrappers: `torch._dynamo ... BackendCompilerFailed: backend='x' raised:` and
+NCCL's `NCCL error ... unhandled cuda error (run with NCCL_DEBUG=INFO for details)` print the real
+error on the next lines (`RuntimeError: ... Lack of device memory`, `Last error: Cuda failure
+'out of memory'`); vLLM V0's `MQEngineDeadError: ... Inspect the stacktrace to find the original
+error: OutOfMemoryError(...)` quotes an error the engine process prints itself next to it. A wrapper
+still classifies (when nothing else is there it is the best evidence), but a classified line right
+after it, in the same file and run, is the root: the wrapper only points at it.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The cause is printed on the following lines (a different line class from the wrapper's).
+CAUSE_FOLLOWS = re.compile(
+    r"\braised:\s*$|\bLast error:\s*$|\(run with NCCL_DEBUG=(?:INFO|WARN) for details\)"
+)
+# The cause is quoted inside the line and printed in full by the process that failed.
+QUOTES_CAUSE = re.compile(r"Inspect the stacktrace to find the original error")
+# How far below the wrapper the cause may sit (NCCL: error, ncclUnhandledCudaError, "Last error:", cause).
+WINDOW_LINES = 4
+
+
+def wrapper_kind(message: str) -> str | None:
+    """ "follows" | "quotes" | None."""
+    if CAUSE_FOLLOWS.search(message):
+        return "follows"
+    if QUOTES_CAUSE.search(message):
+        return "quotes"
+    return None
