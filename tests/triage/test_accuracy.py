@@ -1,6 +1,9 @@
-"""Accuracy on the labelled real-log corpus, short and embedded in real-vLLM noise across rank files."""
+"""Accuracy on the labelled real-log corpus and on the blind rounds already learned from, short and
+embedded in real-vLLM noise across rank files. Regression tests: the blind figure of a round is the
+one frozen beside it (`blind/roundN.score.txt`), not these."""
 
-from accuracy import load_corpus, score_embedded, score_short
+import pytest
+from accuracy import LEARNED_ROUNDS, load_corpus, score_embedded, score_short
 
 
 def test_corpus_is_labelled_and_sourced():
@@ -21,8 +24,8 @@ def test_short_excerpts_meet_targets(capsys):
         print(f"\n[triage accuracy, short] {score}")
         for m in misses:
             print("   miss:", m)
-    assert score.pct(score.category) >= 90.0
-    assert score.pct(score.line) >= 80.0
+    # The corpus is what the catalogue was tuned on: it stays whole.
+    assert score.category == score.n and score.line == score.n and score.no_root == 0
     # The point of the tool: it must beat "first line with error/warn/traceback" clearly.
     assert score.line > score.naive_line
 
@@ -33,5 +36,34 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
         print(f"\n[triage accuracy, embedded in 4 rank files of real-vLLM noise] {score}")
         for m in misses:
             print("   miss:", m)
-    assert score.pct(score.category) >= 90.0
-    assert score.pct(score.line) >= 80.0
+    # One weak-signal-only case (a 0 % hit rate) stays a signal once a healthy start-up surrounds it.
+    assert score.category >= score.n - 1 and score.line >= score.n - 1
+
+
+# Thresholds from what the tool reaches on each learned round (round 6: 65/69 category, 67/69 line
+# short; 62/69 and 63/69 embedded, where four weak-signal-only logs — a trailing 4xx, a JSON 404, a
+# zero-hit LMCache line, a /metrics counter — stay signals inside a healthy, serving neighbourhood by
+# design). The misses left are listed in blind/README.md ("after scoring").
+LEARNED_FLOOR = {"round6.jsonl": {"short": (65, 67, 0), "embedded": (62, 63, 4)}}
+
+
+@pytest.mark.parametrize("path", LEARNED_ROUNDS, ids=lambda p: p.name)
+def test_learned_round_short_stays_at_its_learned_level(path, capsys):
+    score, misses = score_short(load_corpus(path))
+    with capsys.disabled():
+        print(f"\n[learned {path.name}, short — NOT blind] {score}")
+        for m in misses:
+            print("   miss:", m)
+    category, line, no_root = LEARNED_FLOOR[path.name]["short"]
+    assert score.category >= category and score.line >= line and score.no_root <= no_root
+
+
+@pytest.mark.parametrize("path", LEARNED_ROUNDS, ids=lambda p: p.name)
+def test_learned_round_embedded_stays_at_its_learned_level(path, tmp_path, capsys):
+    score, misses = score_embedded(load_corpus(path), tmp_path)
+    with capsys.disabled():
+        print(f"\n[learned {path.name}, embedded — NOT blind] {score}")
+        for m in misses:
+            print("   miss:", m)
+    category, line, no_root = LEARNED_FLOOR[path.name]["embedded"]
+    assert score.category >= category and score.line >= line and score.no_root <= no_root
