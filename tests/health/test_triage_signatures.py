@@ -11,6 +11,9 @@ from healthkit import data
 from vllm_medic.triage.catalogue import load_catalogue
 
 
+_IN_CORE = {"cuda-802-fabric-not-ready"}
+
+
 @pytest.fixture(scope="module")
 def cat():
     return load_catalogue()
@@ -34,7 +37,9 @@ def test_real_lines_get_health_signatures(cat, rel, line_no, sig):
     line = data(rel).splitlines()[line_no - 1]
     got = cat.classify(line, [])
     assert got is not None and got.id == sig, (line, got)
-    assert got.origin == "catalogue/40-health.yaml"
+    # cuda-802 sits in 00-core, ahead of the generic cuda-no-device that torch's "Unexpected error
+    # from cudaGetDeviceCount() ... Error 802" wording would otherwise hit (issue 10).
+    assert got.origin == ("catalogue/00-core.yaml" if sig in _IN_CORE else "catalogue/40-health.yaml")
 
 
 def test_catalogue_loads_health_after_core(cat):
