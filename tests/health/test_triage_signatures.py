@@ -10,7 +10,6 @@ from healthkit import data
 
 from vllm_medic.triage.catalogue import load_catalogue
 
-
 _IN_CORE = {"cuda-802-fabric-not-ready"}
 
 
