@@ -169,7 +169,7 @@ class FamilyBook:
                     fam.id,
                     best,
                     tuple(cwords),
-                    note=f"outranks `{fam.id}`: its own words on the line reach {challenger.outrank_min:g}",
+                    note=f"outranks `{fam.id}`: its own evidence on the line, emitter or frames reaches {challenger.outrank_min:g}",
                 )
         if best - second_score < self.margin:
             return None
