@@ -142,6 +142,9 @@ def _parse_ibstat(text: str, result: IbResult) -> None:
         if not kv:
             continue
         key, value = kv.group("k").strip(), kv.group("v")
+        if value.strip() in ("...", "…", "[...]"):
+            result.partial.append(f"{ca}: {key} elided in the paste")
+            continue
         if port is None:
             ca_info[key] = value
             if key == "Number of ports":

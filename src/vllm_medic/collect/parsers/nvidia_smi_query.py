@@ -356,7 +356,7 @@ _ALIASES = {
     "used_memory": "used_memory",
     "process_name": "process_name",
 }
-_HEADER_CELL = re.compile(r"^[a-z][a-z0-9_.]*(\s*\[[^\]]*\])?$")
+_HEADER_CELL = re.compile(r"^[a-z][A-Za-z0-9_.]*(\s*\[[^\]]*\])?$")
 
 
 def _column_name(cell: str) -> str:

@@ -187,7 +187,10 @@ def _detect_rocm(result: CollectEnvResult) -> None:
         for k in ("ROCM Version", "ROCM used to build PyTorch", "HIP runtime version")
     ]
     amd_line = any(_GFX.search(m) or re.search(r"\b(AMD|Radeon|Instinct)\b", m) for m in result.gpu_models)
-    if amd_line or any(v and v not in _NO_VALUE for v in rocm_fields[1:]):
+    nvidia_line = any(re.search(r"\bNVIDIA|Tesla|GeForce|Quadro\b", m) for m in result.gpu_models)
+    rocm_runtime = any(v and v not in _NO_VALUE for v in rocm_fields[1:])
+    rocm_installed = bool(rocm_fields[0]) and rocm_fields[0] not in _NO_VALUE
+    if amd_line or rocm_runtime or (rocm_installed and not nvidia_line):
         result.rocm = True
     if result.rocm and result.gpu_models:
         result.partial.append(
