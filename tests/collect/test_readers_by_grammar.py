@@ -632,3 +632,18 @@ def test_live_collect_runs_the_rdma_and_compute_apps_probes(tmp_path, recordings
     assert (ports[("mlx5_7", 1)]["state"], ports[("mlx5_7", 1)]["lid"]) == ("Active", 0)
     assert (out / "ibstat.txt").exists() and (out / "rdma-link.txt").exists()
     assert dig(snap, "#gpu_processes") >= 1
+
+
+def test_the_summary_says_partial(tmp_path):
+    d = tmp_path / "captured"
+    d.mkdir()
+    (d / "lsmod.txt").write_text(
+        read("lsmod/lsmod-grep-nvidia-rhel8-no-uvm-no-peermem-data-science-stack-90.txt")
+    )
+    result = CliRunner().invoke(app, ["collect", "--from", str(d)])
+    assert result.exit_code == 0, result.output
+    assert "partial: captured through `grep nvidia`" in result.output and "(1 partial)" in result.output
+    again = CliRunner().invoke(app, ["collect", "--from", str(d), "-o", str(tmp_path / "b")])
+    assert again.exit_code == 0
+    reread = CliRunner().invoke(app, ["collect", "--from", str(tmp_path / "b"), "--json"])
+    assert json.loads(reread.stdout)["partial"]["lsmod"].startswith("captured through `grep nvidia`")
