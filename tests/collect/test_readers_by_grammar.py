@@ -647,3 +647,16 @@ def test_the_summary_says_partial(tmp_path):
     assert again.exit_code == 0
     reread = CliRunner().invoke(app, ["collect", "--from", str(tmp_path / "b"), "--json"])
     assert json.loads(reread.stdout)["partial"]["lsmod"].startswith("captured through `grep nvidia`")
+
+
+def test_a_pipe_that_only_reformats_is_not_partial(tmp_path):
+    """`ibdev2netdev | column -t` keeps every line (real paste, cluster-health#4)."""
+    snap = collect(
+        tmp_path,
+        {
+            "ibdev2netdev.txt": read(
+                "ibdev2netdev/12hca-column-t-with-comments-ib-down-roce-up-cluster-health-4.txt"
+            )
+        },
+    )
+    assert len(snap["rdma"]) == 12 and snap["partial"] == {}

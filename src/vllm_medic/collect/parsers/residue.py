@@ -177,25 +177,8 @@ def _is_bare_command(line: str) -> bool:
     return bool(_BARE_COMMAND.match(line))
 
 
-_FILTERS = frozenset(
-    [
-        "grep",
-        "egrep",
-        "fgrep",
-        "rg",
-        "head",
-        "tail",
-        "awk",
-        "sed",
-        "cut",
-        "sort",
-        "uniq",
-        "jq",
-        "column",
-        "less",
-        "more",
-    ]
-)
+# tools that drop lines (`column -t`, `sort`, `less` only rearrange or page: the output stays whole)
+_FILTERS = frozenset(["grep", "egrep", "fgrep", "rg", "head", "tail", "awk", "sed", "cut", "uniq", "jq"])
 
 
 def _stages(command: str) -> list[list[str]]:
