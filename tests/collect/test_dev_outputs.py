@@ -73,6 +73,7 @@ DEV: dict[str, dict[str, Any]] = {
         "gpus[*].memory_used_mib": [1] * 4,
         "gpus[*].memory_total_mib": [81920] * 4,
         "#gpu_processes": 0,
+        "extra.gpu_processes_listed": True,  # "No running processes found"
         "!partial": [],
     },
     "nvidia-smi/b200-8gpu-575.57.08-cuda12.9-idle-no-process-section-modal-glossary.txt": {
@@ -83,6 +84,7 @@ DEV: dict[str, dict[str, Any]] = {
         "gpus[*].memory_total_mib": [183359] * 8,
         "gpus[*].mig_mode": ["Disabled"] * 8,
         "#gpu_processes": 0,
+        "extra.gpu_processes_listed": False,  # the Processes section is omitted: unknown, not none
         "!errors": [],
     },
     "nvidia-smi/gb300-4gpu-580.105.08-cuda13.0-oci-bm-gpu-gb300-4.txt": {

@@ -258,14 +258,20 @@ def _gpu_sources(ctx: BuildContext) -> None:
     attached = next((q.attached_gpus for q in queries if q.attached_gpus is not None), None)
     if attached is not None:
         snap.extra["nvidia_smi_attached_gpus"] = attached
+    listed = False  # was a process list captured at all (an empty list is then "no processes")
     if table is not None and table.processes_section:
         snap.gpu_processes = table.processes
+        listed = True
     else:
         for q in queries:
             if q.processes_section:
                 snap.gpu_processes = q.processes
+                listed = True
                 break
-    _compute_apps(ctx)
+    if _compute_apps(ctx):
+        listed = True
+    if table is not None or queries or listed:
+        snap.extra["gpu_processes_listed"] = listed
     if table is not None and table.gpus_showing_err:
         snap.extra["gpus_showing_err"] = table.gpus_showing_err
     mig = (table.mig_devices if table else []) or next((q.mig_devices for q in queries if q.mig_devices), [])
@@ -297,16 +303,17 @@ def _q_options(ctx: BuildContext, q: SmiQuery) -> None:
         q.indexed = False  # the GPUs shown are some of the attached ones: positions are not indices
 
 
-def _compute_apps(ctx: BuildContext) -> None:
-    """`--query-compute-apps`: the GPU processes, each placed on its GPU by UUID or bus id."""
+def _compute_apps(ctx: BuildContext) -> bool:
+    """`--query-compute-apps`: the GPU processes, each placed on its GPU by UUID or bus id.
+    True when a process list was read."""
     snap = ctx.snapshot
     text, _ = ctx.text("nvidia-smi-query-compute-apps")
     if text is None:
-        return
+        return False
     apps = parse_compute_apps_csv(text, ctx.commands("nvidia-smi-query-compute-apps"))
     if apps.problems and not apps.processes and not apps.processes_section:
         ctx.unparsable("nvidia-smi-query-compute-apps", "; ".join(apps.problems))
-        return
+        return False
     ctx.note("nvidia-smi-query-compute-apps", apps.problems)
     for why in apps.partial:
         ctx.partial("nvidia-smi-query-compute-apps", why)
@@ -320,6 +327,7 @@ def _compute_apps(ctx: BuildContext) -> None:
     if not snap.gpu_processes:
         snap.gpu_processes = apps.processes
     snap.extra["compute_apps"] = len(apps.processes)
+    return apps.processes_section
 
 
 def _query_result(ctx: BuildContext, source: str, q: SmiQuery, text: str, out: list[SmiQuery]) -> None:
