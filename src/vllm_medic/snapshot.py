@@ -48,6 +48,20 @@ class Gpu:
     utilization_pct: int | None = None
     fabric_state: str | None = None
     fabric_status: str | None = None
+    # GPU health from `nvidia-smi -q` (text or XML); None = not in the captured output (not "zero")
+    ecc_mode: str | None = None  # current ECC mode: Enabled | Disabled
+    ecc_volatile_correctable: int | None = None  # since the last driver load
+    ecc_volatile_uncorrectable: int | None = None
+    ecc_aggregate_correctable: int | None = None  # over the GPU's lifetime
+    ecc_aggregate_uncorrectable: int | None = None
+    remapped_rows_correctable: int | None = None  # rows remapped for correctable errors
+    remapped_rows_uncorrectable: int | None = None
+    remapped_rows_pending: bool | None = None  # a remap waits for a GPU reset
+    remapped_rows_failure: bool | None = None  # a remap failed: the GPU needs service
+    retired_pages_pending: bool | None = None  # pre-Ampere page retirement waiting for a reset
+    vendor: str | None = (
+        None  # None: NVIDIA (every NVIDIA source); "amd" from rocm-smi / amd-smi / ROCm collect-env
+    )
 
 
 @dataclass
@@ -57,6 +71,8 @@ class GpuProcess:
     name: str = ""
     used_mib: int | None = None
     type: str | None = None
+    gpu_uuid: str | None = None  # --query-compute-apps names the GPU by UUID or bus id, not index
+    gpu_bus_id: str | None = None
 
 
 @dataclass
@@ -74,6 +90,31 @@ class RdmaPort:
     port: int | None = None
     netdev: str | None = None
     state: str | None = None  # Up | Down
+
+
+@dataclass
+class IbPort:
+    """One RDMA port as `ibstat` / `ibstatus` / `ibv_devinfo` / `rdma link` report it.
+
+    ``state`` is the logical port state (Active, Down, Init, Armed) and ``physical_state`` the
+    physical link (LinkUp, Polling, Disabled); neither is the IPoIB netdev's state that
+    `ibdev2netdev` prints. Fields a source does not show stay None.
+    """
+
+    device: str  # mlx5_0, mlx5_bond_0
+    port: int | None = None
+    state: str | None = None  # Active | Down | Init | Armed (normalised from PORT_ACTIVE, ACTIVE, 4: ACTIVE)
+    physical_state: str | None = (
+        None  # LinkUp | Polling | Disabled | Sleep (normalised from LINK_UP, 5: LinkUp)
+    )
+    rate_gbps: float | None = None  # 400 (NDR), 200, 100 ...
+    link_layer: str | None = None  # InfiniBand | Ethernet
+    netdev: str | None = None  # from `rdma link` (netdev ens108np0)
+    ca_type: str | None = None  # MT4129 (ConnectX-7); ibv_devinfo: vendor_part_id
+    firmware: str | None = None  # fw_ver / Firmware version
+    lid: int | None = None  # Base lid (0 on Ethernet / RoCE)
+    sm_lid: int | None = None  # 0: no subnet manager seen
+    source: str | None = None  # the canonical source it was read from
 
 
 @dataclass
@@ -160,7 +201,8 @@ class Snapshot:
     gpus: list[Gpu] = field(default_factory=list)
     gpu_processes: list[GpuProcess] = field(default_factory=list)
     topology: Topology = field(default_factory=Topology)
-    rdma: list[RdmaPort] = field(default_factory=list)
+    rdma: list[RdmaPort] = field(default_factory=list)  # ibdev2netdev: device -> netdev (netdev state)
+    ib_ports: list[IbPort] = field(default_factory=list)  # port state from ibstat / ibv_devinfo / rdma link
     net_links: list[NetLink] = field(default_factory=list)
     kernel_modules: list[str] = field(default_factory=list)
     image: Image = field(default_factory=Image)

@@ -119,14 +119,19 @@ def test_ctrl_c_during_collection_reports_what_was_measured(tmp_path):
     try:
         deadline = time.monotonic() + 60
 
-        # wait until all four nvidia-smi probes run (a probe still being spawned when Ctrl-C lands is
-        # collect's race to handle, reported separately; this test is about what doctor does next)
+        # wait until every nvidia-smi probe of the source table runs (a probe still being spawned when
+        # Ctrl-C lands is collect's race to handle, reported separately; this test is about what
+        # doctor does next)
+        from vllm_medic.collect.api import _source_table
+
+        expected = sum(1 for p in _source_table()["probes"] if p["argv"][0] == "nvidia-smi")
+
         def started() -> int:
             return len(marker.read_text().splitlines()) if marker.exists() else 0
 
-        while started() < 4 and time.monotonic() < deadline and proc.poll() is None:
+        while started() < expected and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
-        assert started() == 4, "the fake nvidia-smi probes never all started"
+        assert started() == expected, "the fake nvidia-smi probes never all started"
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=40)

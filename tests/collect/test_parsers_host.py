@@ -173,7 +173,11 @@ def test_image_inspect_cuda_from_env_and_secret_env_masked():
 
 
 def test_image_inspect_empty_list_means_image_absent():
-    assert "not present" in parse_image_inspect("[]\n").problems[0]
+    whole = parse_image_inspect("[]\n")
+    assert whole.absent and not whole.partial
+    # the same `[]` printed by a jq filter is an empty field of a present image
+    filtered = parse_image_inspect("[]\n", commands=["docker image inspect x | jq '.[0].RepoDigests'"])
+    assert not filtered.absent and "not a missing image" in filtered.partial[0]
 
 
 def test_images_digests_table():

@@ -8,15 +8,24 @@ from tests.collect.conftest import DATA
 
 from vllm_medic.collect.build import build_snapshot
 from vllm_medic.collect.launch import parse_launch
+from vllm_medic.collect.parsers.amd import parse_amd_smi, parse_rocm_smi
 from vllm_medic.collect.parsers.docker import parse_image_inspect, parse_images_digests
+from vllm_medic.collect.parsers.infiniband import (
+    parse_ibstat,
+    parse_ibstatus,
+    parse_ibv_devinfo,
+    parse_rdma_link,
+)
 from vllm_medic.collect.parsers.network import parse_ibdev2netdev, parse_ip_link
 from vllm_medic.collect.parsers.nvidia_smi import parse_nvidia_smi_table
 from vllm_medic.collect.parsers.nvidia_smi_query import (
+    parse_compute_apps_csv,
     parse_nvidia_smi_q,
     parse_nvidia_smi_xml,
     parse_query_gpu_csv,
 )
 from vllm_medic.collect.parsers.python_env import parse_collect_env, parse_pip_freeze, parse_vllm_version
+from vllm_medic.collect.parsers.residue import clean
 from vllm_medic.collect.parsers.system import (
     parse_container,
     parse_env,
@@ -45,6 +54,14 @@ PARSERS = [
     parse_container,
     parse_launch,
     parse_nvcc_version,
+    parse_compute_apps_csv,
+    parse_ibstat,
+    parse_ibstatus,
+    parse_ibv_devinfo,
+    parse_rdma_link,
+    parse_rocm_smi,
+    parse_amd_smi,
+    clean,
 ]
 REAL = sorted(p for p in DATA.rglob("*") if p.is_file() and p.name != "SOURCES.md")
 ALPHABET = st.sampled_from(

@@ -44,7 +44,11 @@ def test_transcript_prompt_selects_the_canonical_file(tmp_path):
     paste = tmp_path / "paste.txt"
     paste.write_text(f"$ /usr/local/cuda/bin/nvcc --version\n{sample}$ nvidia-smi\n{smi}")
     result = load_captured(paste)
-    assert result.raw["nvcc-version.txt"].decode().startswith("nvcc: NVIDIA (R) Cuda compiler driver")
+    assert (
+        result.raw["nvcc-version.txt"]
+        .decode()
+        .startswith("$ /usr/local/cuda/bin/nvcc --version\nnvcc: NVIDIA (R) Cuda compiler driver")
+    )
     assert result.snapshot.extra["nvcc_version"] == "13.0.88"
     assert result.snapshot.extra["cuda_toolkit_version"] == "13.0"
     assert result.snapshot.driver.status == "gpu_lost"

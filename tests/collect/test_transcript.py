@@ -13,14 +13,18 @@ def test_truenas_transcript_two_commands():
     )
     assert sorted(files) == ["nvidia-smi.txt", "proc-driver-nvidia-version.txt"]
     assert b"Driver/library version mismatch" in files["nvidia-smi.txt"]
-    assert files["proc-driver-nvidia-version.txt"].startswith(b"NVRM version:") and unknown == []
+    assert files["proc-driver-nvidia-version.txt"].startswith(
+        b"$ cat /proc/driver/nvidia/version\nNVRM version:"
+    )
+    assert unknown == []
 
 
 def test_empty_greps_still_answer_and_the_bare_prompt_ends_the_output():
     files, _ = split_transcript(
         sample("lsmod/lsmod-grep-nvidia_peermem-and-nv_peer_mem-both-empty-not-loaded.txt")
     )
-    assert files == {"lsmod.txt": b"\n"}
+    # each file keeps its command line: the reader sees two greps, not an empty module list
+    assert files == {"lsmod.txt": b"$ lsmod | grep nvidia_peermem\n$ lsmod | grep nv_peer_mem\n"}
 
 
 def test_unknown_commands_are_reported_and_hash_comments_stay_output():
@@ -32,4 +36,4 @@ def test_unknown_commands_are_reported_and_hash_comments_stay_output():
     files, unknown = split_transcript(text)
     assert unknown == ["hostname"]
     assert b"torch==2.8.0+cu128" in files["pip-freeze.txt"] and b"# Editable" in files["pip-freeze.txt"]
-    assert files["nvidia-smi-topo-m.txt"].startswith(b"\tGPU0")
+    assert files["nvidia-smi-topo-m.txt"].startswith(b"$ nvidia-smi topo -m\n\tGPU0")

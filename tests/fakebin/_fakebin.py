@@ -35,6 +35,8 @@ def _recording(tool: str, args: list[str]) -> str | None:
             return "nvidia-smi-q.txt"
         if args[0].startswith("--query-gpu"):
             return "nvidia-smi-query-gpu.csv"
+        if args[0].startswith("--query-compute-apps"):
+            return "nvidia-smi-query-compute-apps.csv"
         if args[:2] == ["topo", "-m"]:
             return "nvidia-smi-topo-m.txt"
         return None
@@ -48,6 +50,10 @@ def _recording(tool: str, args: list[str]) -> str | None:
         return None
     if tool == "vllm":
         return "vllm-version.txt" if args == ["--version"] else None
+    if tool == "ibv_devinfo":
+        return "ibv-devinfo.txt"
+    if tool == "rdma":
+        return "rdma-link.txt" if args[:1] == ["link"] else None
     if tool == "ip":
         if args == ["link"]:
             return "ip-link.txt"

@@ -448,6 +448,7 @@ def load_captured(path: Path) -> CollectResult:
             if isinstance(entry, dict) and entry.get("name"):
                 e = dict(entry)
                 e.pop("notes", None)
+                e.pop("partial", None)  # re-derived from the raw file by this version's readers
                 if e.get("status") == "unparsable":
                     e["status"] = "ok"
                 sources[str(e["name"])] = e

@@ -74,10 +74,19 @@ def print_summary(result: CollectResult, dest: Path | None, console: Console, br
                 highlight=False,
                 soft_wrap=True,
             )
+            if s.get("partial"):
+                console.print(
+                    f"      [yellow]partial:[/] {escape(str(s['partial']))} (no absence is concluded from it)",
+                    highlight=False,
+                    soft_wrap=True,
+                )
             for note in s.get("notes") or []:
                 console.print(f"      [dim]note: {escape(str(note))}[/]", highlight=False, soft_wrap=True)
         console.print(f"  {escape(headline(result))}", highlight=False, soft_wrap=True)
-    tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    partial = sum(1 for s in sources if s.get("partial"))
+    tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + (
+        f" ({partial} partial)" if partial else ""
+    )
     where = f"bundle written to {dest}" if dest is not None else "no bundle written (use -o to write one)"
     wall = result.manifest.get("wall_s")
     took = f" in {wall:.2f} s" if isinstance(wall, int | float) else ""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from vllm_medic.collect.parsers.residue import strip_escapes
+
 _PROMPT_CMD = re.compile(
     r"^\s*(?P<prefix>(?:\(\S+\)\s*)?(?:\[[^\]]*\]|[\w.@:~/\-\[\]]*))\s*(?P<sigil>[#$%>])\s+(?P<cmd>\S.*?)\s*$"
 )
@@ -18,12 +20,20 @@ _BARE_PROMPT = re.compile(r"^\s*(?:\(\S+\)\s*)?(?:\[[^\]]*\]|[\w.@:~/\-\[\]]+)?\
 _COMMANDS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), f)
     for p, f in (
-        (r"^(sudo\s+)?nvidia-smi\s+topo\s+-m\b", "nvidia-smi-topo-m.txt"),
-        (r"^(sudo\s+)?nvidia-smi\s+(-q\s+-x|-x\s+-q|-qx|-xq)\b", "nvidia-smi-q.xml"),
-        (r"^(sudo\s+)?nvidia-smi\s+(-q|-a)\b", "nvidia-smi-q.txt"),
-        (r"^(sudo\s+)?nvidia-smi\s+--query-gpu", "nvidia-smi-query-gpu.csv"),
-        (r"^(sudo\s+)?nvidia-smi\s*$", "nvidia-smi.txt"),
+        (r"^(sudo\s+)?nvidia-smi\s+topo\s+(-m|--matrix)\b", "nvidia-smi-topo-m.txt"),
+        (r"^(sudo\s+)?nvidia-smi\b.*\s(-q\s+-x|-x\s+-q|-qx|-xq|--xml-format)\b", "nvidia-smi-q.xml"),
+        (r"^(sudo\s+)?nvidia-smi\b.*--query-compute-apps", "nvidia-smi-query-compute-apps.csv"),
+        (r"^(sudo\s+)?nvidia-smi\b.*--query-gpu", "nvidia-smi-query-gpu.csv"),
+        (r"^(sudo\s+)?nvidia-smi\b.*\s(-q|-a|--query)(\s|$)", "nvidia-smi-q.txt"),
+        (r"^(sudo\s+)?nvidia-smi\s*(\|.*)?$", "nvidia-smi.txt"),
         (r"^(sudo\s+)?ibdev2netdev\b", "ibdev2netdev.txt"),
+        (r"^(sudo\s+)?ibstatus\b", "ibstatus.txt"),
+        (r"^(sudo\s+)?ibstat\b", "ibstat.txt"),
+        (r"^(sudo\s+)?ibv_devinfo\b", "ibv-devinfo.txt"),
+        (r"^(sudo\s+)?rdma\s+(-\S+\s+)*(link|l)\b", "rdma-link.txt"),
+        (r"^(sudo\s+)?rocm-smi\b", "rocm-smi.txt"),
+        (r"^(sudo\s+)?amd-smi\s+version\b", "amd-smi-version.txt"),
+        (r"^(sudo\s+)?amd-smi\b", "amd-smi.txt"),
         (r"^(sudo\s+)?ip\s+(-br\s+)?(link|l|addr|a)\b", "ip-link.txt"),
         (r"^(sudo\s+)?lsmod\b", "lsmod.txt"),
         (r"^(sudo\s+)?cat\s+/proc/driver/nvidia/version\b", "proc-driver-nvidia-version.txt"),
@@ -48,11 +58,15 @@ def canonical_for_command(command: str) -> str | None:
 
 
 def split_transcript(text: str) -> tuple[dict[str, bytes], list[str]]:
-    """Files found in the transcript, and the commands that were not recognised (in order)."""
+    """Files found in the transcript, and the commands that were not recognised (in order).
+
+    Each file starts with its command line (`$ lsmod | grep nvidia`): the reader needs it to know
+    what it is looking at (a grep is a filtered list, `--query-gpu=a,b` names the CSV columns).
+    """
     files: dict[str, list[str]] = {}
     unknown: list[str] = []
     current: str | None = None
-    for line in text.splitlines():
+    for line in strip_escapes(text).splitlines():
         m = _PROMPT_CMD.match(line)
         if m:
             name = canonical_for_command(m.group("cmd"))
@@ -63,7 +77,8 @@ def split_transcript(text: str) -> tuple[dict[str, bytes], list[str]]:
                 if name is None:
                     unknown.append(m.group("cmd"))
                 else:
-                    files.setdefault(name, [])  # an empty output (lsmod | grep nothing) is still an answer
+                    # an empty output (lsmod | grep nothing) is still an answer
+                    files.setdefault(name, []).append(f"$ {m.group('cmd')}")
                 continue
         if _BARE_PROMPT.match(line):  # a prompt with no command ends the previous output
             current = None

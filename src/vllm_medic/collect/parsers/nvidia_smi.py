@@ -43,6 +43,7 @@ class SmiTable:
     mig_devices: list[dict[str, Any]] = field(default_factory=list)
     gpus_showing_err: list[int] = field(default_factory=list)  # rows with ERR! (a sensor or the GPU failing)
     warnings: list[str] = field(default_factory=list)  # lines nvidia-smi printed besides the table
+    partial: list[str] = field(default_factory=list)  # why the GPU table is not the whole one
     problems: list[str] = field(default_factory=list)
 
 
@@ -131,6 +132,8 @@ def _parse_into(text: str, result: SmiTable) -> None:
     current: Gpu | None = None
     line_in_block = 0
     mig_current: dict[str, Any] | None = None
+    block_open = False  # inside a GPU block not yet closed by its +---+ border
+    procs_closed = False
     for raw in text.splitlines():
         line = raw.rstrip()
         stripped = line.strip()
@@ -153,6 +156,9 @@ def _parse_into(text: str, result: SmiTable) -> None:
             elif stripped.startswith("+"):
                 current = None
                 mig_current = None
+                block_open = False
+                if section == "processes":
+                    procs_closed = True
             continue
         if inner.startswith("Processes"):
             section = "proc_header"
@@ -175,6 +181,7 @@ def _parse_into(text: str, result: SmiTable) -> None:
         if section == "gpus":
             first = _GPU_FIRST.match(cells[0]) if cells else None
             if first and len(cells) >= 2 and _BUS.search(cells[1]):
+                block_open = True
                 current = Gpu(index=int(first.group("index")), name=first.group("name").strip())
                 current.persistence_mode = first.group("persist")
                 current.bus_id = _BUS.search(cells[1]).group("bus")  # type: ignore[union-attr]
@@ -234,12 +241,31 @@ def _parse_into(text: str, result: SmiTable) -> None:
                         type=m.group("type"),
                     )
                 )
+    if result.processes_section and not procs_closed:
+        # the paste stops inside the process list: which processes run is not known
+        result.processes_section = False
+        result.processes = []
+    _partial_table(result, header is not None, block_open)
     uuids = {int(m.group("index")): m.group("uuid") for m in listed}
     for gpu in result.gpus:
         if gpu.uuid is None and gpu.index in uuids:
             gpu.uuid = uuids[gpu.index]
     if header is not None and not result.gpus and failure is None:
         result.problems.append("header found but no GPU rows could be read (truncated output?)")
+
+
+def _partial_table(result: SmiTable, has_header: bool, block_open: bool) -> None:
+    """A GPU table read only in part: no header (an excerpt from inside it), a GPU row cut off, or
+    GPU indices with a gap. Then the GPUs listed are not all the GPUs."""
+    if not result.gpus:
+        return
+    indices = [g.index for g in result.gpus]
+    if block_open:
+        result.partial.append(f"the table stops inside GPU {indices[-1]}'s block (cut off)")
+    if not has_header:
+        result.partial.append("no 'NVIDIA-SMI ... Driver Version' header: an excerpt from inside the table")
+    if indices != list(range(indices[0], indices[0] + len(indices))) or indices[0] != 0:
+        result.partial.append(f"GPU indices {indices} do not run from 0 without a gap")
 
 
 def _gpu_from_list_line(m: re.Match[str]) -> Gpu:

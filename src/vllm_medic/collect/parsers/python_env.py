@@ -69,6 +69,9 @@ class CollectEnvResult:
     topology: TopologyResult | None = None
     env: dict[str, str] = field(default_factory=dict)
     sectioned: bool = False
+    rocm: bool = False  # a ROCm host: the GPU line names an AMD model (gfx target), no NVIDIA driver
+    amd_link_types: dict[str, dict[str, str]] = field(default_factory=dict)  # rocm-smi "Link Type" matrix
+    partial: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
@@ -173,6 +176,56 @@ def fill_python_env(py: PythonEnv, packages: dict[str, str]) -> None:
             break
 
 
+_GFX = re.compile(r"\((?P<gfx>gfx[0-9a-f]+)[^)]*\)")
+
+
+def _detect_rocm(result: CollectEnvResult) -> None:
+    """ROCm's collect-env: `GPU models and configuration: AMD Instinct MI300X (gfx942:sramecc+:xnack-)`
+    names the model of device 0 only, and `ROCM Version` / `ROCM used to build PyTorch` are set."""
+    rocm_fields = [
+        result.fields.get(k, "")
+        for k in ("ROCM Version", "ROCM used to build PyTorch", "HIP runtime version")
+    ]
+    amd_line = any(_GFX.search(m) or re.search(r"\b(AMD|Radeon|Instinct)\b", m) for m in result.gpu_models)
+    nvidia_line = any(re.search(r"\bNVIDIA|Tesla|GeForce|Quadro\b", m) for m in result.gpu_models)
+    rocm_runtime = any(v and v not in _NO_VALUE for v in rocm_fields[1:])
+    rocm_installed = bool(rocm_fields[0]) and rocm_fields[0] not in _NO_VALUE
+    if amd_line or rocm_runtime or (rocm_installed and not nvidia_line):
+        result.rocm = True
+    if result.rocm and result.gpu_models:
+        result.partial.append(
+            "on ROCm, collect-env names the model of one GPU (torch's device 0), not how many GPUs there are"
+        )
+
+
+def amd_model(line: str) -> tuple[str, str | None]:
+    """`AMD Instinct MI210 (gfx90a:sramecc+:xnack-)` -> ("AMD Instinct MI210", "gfx90a")."""
+    m = _GFX.search(line)
+    name = _GFX.sub("", line).strip()
+    name = re.sub(r"^GPU \d+:\s*", "", name)
+    return name, (m.group("gfx") if m else None)
+
+
+def _rocm_link_types(lines: list[str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    in_links = False
+    header: list[str] = []
+    for line in lines:
+        s = line.strip()
+        if s.startswith("="):
+            in_links = "Link Type between two GPUs" in s
+            header = []
+            continue
+        if not in_links or not s:
+            continue
+        toks = s.split()
+        if all(re.fullmatch(r"GPU\d+", t) for t in toks):
+            header = toks
+        elif header and re.fullmatch(r"GPU\d+", toks[0]) and len(toks) == len(header) + 1:
+            out[toks[0]] = {h: v for h, v in zip(header, toks[1:], strict=True) if v != "0"}
+    return out
+
+
 def parse_collect_env(text: str) -> CollectEnvResult:
     """`vllm collect-env` / `python collect_env.py`, both the sectioned (2025+) and the flat layout."""
     result = CollectEnvResult()
@@ -226,6 +279,8 @@ def parse_collect_env(text: str) -> CollectEnvResult:
             in_libs = True
             continue
         m = _COLLECT_ENV_KV.match(stripped)
+        if m and in_libs:
+            in_libs = False  # "ROCM Version: ..." after the [pip3]/[conda] lines ends the list
         if m and section not in ("CPU Info",):
             key = (m.group("k") or m.group("k2") or "").strip()
             value = (m.group("v") or "").strip()
@@ -253,8 +308,16 @@ def parse_collect_env(text: str) -> CollectEnvResult:
         parsed = vllm_from_string(vv)
         if parsed:
             result.vllm = parsed
+    _detect_rocm(result)
     if topo_lines:
-        result.topology = parse_topology("\n".join(topo_lines))
+        if any("ROCm System Management Interface" in ln or "between two GPUs" in ln for ln in topo_lines):
+            # `rocm-smi --showtopo`: weights, hops and link types between GPUs, not nvidia-smi links
+            result.rocm = True
+            result.amd_link_types = _rocm_link_types(topo_lines)
+        else:
+            result.topology = parse_topology("\n".join(topo_lines))
+            if result.topology.not_nvidia:
+                result.topology = None
     result.env = parse_env("\n".join(env_lines))
     if not result.fields and not pip_lines:
         result.problems.append(

@@ -53,6 +53,7 @@ RELEVANT_ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "NODE_RANK", "RANK", "con
 @dataclass
 class ModulesResult:
     modules: list[str] = field(default_factory=list)
+    header: bool = False  # the `Module  Size  Used by` line: the listing starts at the top
     problems: list[str] = field(default_factory=list)
 
 
@@ -72,7 +73,10 @@ def parse_lsmod(text: str) -> ModulesResult:
     unread = 0
     for raw in text.splitlines():
         line = raw.strip()
-        if not line or line.startswith("Module ") or is_prompt_line(line):
+        if line.startswith("Module "):
+            result.header = True
+            continue
+        if not line or is_prompt_line(line):
             continue
         m = _LSMOD_ROW.match(line)
         if m:
