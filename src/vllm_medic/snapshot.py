@@ -48,6 +48,20 @@ class Gpu:
     utilization_pct: int | None = None
     fabric_state: str | None = None
     fabric_status: str | None = None
+    # GPU health from `nvidia-smi -q` (text or XML); None = not in the captured output (not "zero")
+    ecc_mode: str | None = None  # current ECC mode: Enabled | Disabled
+    ecc_volatile_correctable: int | None = None  # since the last driver load
+    ecc_volatile_uncorrectable: int | None = None
+    ecc_aggregate_correctable: int | None = None  # over the GPU's lifetime
+    ecc_aggregate_uncorrectable: int | None = None
+    remapped_rows_correctable: int | None = None  # rows remapped for correctable errors
+    remapped_rows_uncorrectable: int | None = None
+    remapped_rows_pending: bool | None = None  # a remap waits for a GPU reset
+    remapped_rows_failure: bool | None = None  # a remap failed: the GPU needs service
+    retired_pages_pending: bool | None = None  # pre-Ampere page retirement waiting for a reset
+    vendor: str | None = (
+        None  # None: NVIDIA (every NVIDIA source); "amd" from rocm-smi / amd-smi / ROCm collect-env
+    )
 
 
 @dataclass
@@ -57,6 +71,8 @@ class GpuProcess:
     name: str = ""
     used_mib: int | None = None
     type: str | None = None
+    gpu_uuid: str | None = None  # --query-compute-apps names the GPU by UUID or bus id, not index
+    gpu_bus_id: str | None = None
 
 
 @dataclass

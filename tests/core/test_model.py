@@ -82,3 +82,27 @@ def test_partial_source_is_not_complete_and_round_trips():
     assert facts.incomplete("lsmod") == "lsmod: partial: filtered with grep"
     assert facts.incomplete("ibdev2netdev") == "ibdev2netdev: missing"
     assert facts.incomplete("ip-link") is None
+
+
+def test_gpu_health_fields_round_trip_and_default_to_unknown():
+    """ECC / remapped-row facts are None when not captured (never 0 / False by default)."""
+    from vllm_medic.snapshot import Gpu, Snapshot
+
+    assert Gpu(index=0).remapped_rows_pending is None and Gpu(index=0).ecc_volatile_uncorrectable is None
+    snap = Snapshot(
+        gpus=[
+            Gpu(
+                index=0,
+                ecc_mode="Enabled",
+                ecc_volatile_uncorrectable=2,
+                ecc_aggregate_uncorrectable=5,
+                remapped_rows_pending=True,
+                remapped_rows_failure=False,
+                retired_pages_pending=None,
+            )
+        ]
+    )
+    again = Snapshot.from_dict(snap.to_dict())
+    g = again.gpus[0]
+    assert (g.ecc_volatile_uncorrectable, g.ecc_aggregate_uncorrectable) == (2, 5)
+    assert (g.remapped_rows_pending, g.remapped_rows_failure, g.retired_pages_pending) == (True, False, None)
