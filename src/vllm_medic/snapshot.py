@@ -93,6 +93,31 @@ class RdmaPort:
 
 
 @dataclass
+class IbPort:
+    """One RDMA port as `ibstat` / `ibstatus` / `ibv_devinfo` / `rdma link` report it.
+
+    ``state`` is the logical port state (Active, Down, Init, Armed) and ``physical_state`` the
+    physical link (LinkUp, Polling, Disabled); neither is the IPoIB netdev's state that
+    `ibdev2netdev` prints. Fields a source does not show stay None.
+    """
+
+    device: str  # mlx5_0, mlx5_bond_0
+    port: int | None = None
+    state: str | None = None  # Active | Down | Init | Armed (normalised from PORT_ACTIVE, ACTIVE, 4: ACTIVE)
+    physical_state: str | None = (
+        None  # LinkUp | Polling | Disabled | Sleep (normalised from LINK_UP, 5: LinkUp)
+    )
+    rate_gbps: float | None = None  # 400 (NDR), 200, 100 ...
+    link_layer: str | None = None  # InfiniBand | Ethernet
+    netdev: str | None = None  # from `rdma link` (netdev ens108np0)
+    ca_type: str | None = None  # MT4129 (ConnectX-7); ibv_devinfo: vendor_part_id
+    firmware: str | None = None  # fw_ver / Firmware version
+    lid: int | None = None  # Base lid (0 on Ethernet / RoCE)
+    sm_lid: int | None = None  # 0: no subnet manager seen
+    source: str | None = None  # the canonical source it was read from
+
+
+@dataclass
 class NetLink:
     name: str
     state: str | None = None  # UP | DOWN | UNKNOWN
@@ -176,7 +201,8 @@ class Snapshot:
     gpus: list[Gpu] = field(default_factory=list)
     gpu_processes: list[GpuProcess] = field(default_factory=list)
     topology: Topology = field(default_factory=Topology)
-    rdma: list[RdmaPort] = field(default_factory=list)
+    rdma: list[RdmaPort] = field(default_factory=list)  # ibdev2netdev: device -> netdev (netdev state)
+    ib_ports: list[IbPort] = field(default_factory=list)  # port state from ibstat / ibv_devinfo / rdma link
     net_links: list[NetLink] = field(default_factory=list)
     kernel_modules: list[str] = field(default_factory=list)
     image: Image = field(default_factory=Image)

@@ -106,3 +106,23 @@ def test_gpu_health_fields_round_trip_and_default_to_unknown():
     g = again.gpus[0]
     assert (g.ecc_volatile_uncorrectable, g.ecc_aggregate_uncorrectable) == (2, 5)
     assert (g.remapped_rows_pending, g.remapped_rows_failure, g.retired_pages_pending) == (True, False, None)
+
+
+def test_ib_ports_round_trip():
+    from vllm_medic.snapshot import IbPort, Snapshot
+
+    snap = Snapshot(
+        ib_ports=[
+            IbPort(
+                device="mlx5_0",
+                port=1,
+                state="Active",
+                physical_state="LinkUp",
+                rate_gbps=400.0,
+                link_layer="InfiniBand",
+                netdev="ibp12s0",
+            )
+        ]
+    )
+    again = Snapshot.from_dict(snap.to_dict())
+    assert again.ib_ports == snap.ib_ports
