@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_medic.checks.hardware import Board, board_for
 from vllm_medic.snapshot import Snapshot, Vllm
 
 # Substrings of nvidia-smi / amd-smi GPU names -> recipe hardware keys (longest names first).
@@ -54,6 +55,7 @@ SOURCE_FILES = {
     "nvcc-version": "nvcc-version.txt",
     "proc-driver-nvidia-version": "proc-driver-nvidia-version.txt",
     "in-image-nvidia-smi": "in-image-nvidia-smi.txt",
+    "uname": "uname.txt",
 }
 # Other names a captured source may carry (`collect --from` accepts these too).
 SOURCE_ALTERNATES = {
@@ -129,6 +131,46 @@ class Facts:
             return why
         part = self.snapshot.partial.get(source)
         return f"{source}: partial: {part}" if part is not None else None
+
+    def captured(self, source: str) -> bool:
+        """The source's output is among the evidence: a captured file, or a probe that answered."""
+        entry = self.sources.get(source)
+        if isinstance(entry, dict) and entry.get("status") == "ok":
+            return True
+        return any(f in self.raw for f in self._files_of(source))
+
+    def unread(self, source: str, holds_data: bool = False) -> str | None:
+        """Why ``source`` cannot show that something is absent - missing, unparsable, partial, or never
+        captured - or None when it was read whole (then "not listed there" means "not there").
+
+        ``holds_data``: the snapshot holds values parsed from this source (a snapshot.json has no files
+        to look at; a source that filled its field was read unless it is marked partial)."""
+        why = self.incomplete(source)
+        if why is not None:
+            return why
+        if self.captured(source) or holds_data:
+            return None
+        entry = self.sources.get(source)
+        if isinstance(entry, dict) and entry.get("message"):
+            return f"{source}: {entry.get('status') or 'not captured'}: {entry['message']}"
+        return f"{source}: not captured ({SOURCE_FILES.get(source, source)} not among the evidence)"
+
+    def gpu_list_partial(self) -> str | None:
+        """Why the GPU list may be short (a table cut off, an excerpt), or None when a GPU source was read
+        whole: then "N GPUs" is the node's count, not a lower bound."""
+        sources = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml.json")
+        whole = [s for s in sources if self.captured(s) and self.incomplete(s) is None]
+        if whole:
+            return None
+        partial = [f"{s}: partial: {self.snapshot.partial[s]}" for s in sources if s in self.snapshot.partial]
+        return partial[0] if partial else None
+
+    def board(self) -> Board | None:
+        """The board kind (GPU count, NVLink wiring) of the node's most common GPU, from hardware.yaml."""
+        names = self.gpu_names
+        if not names:
+            return None
+        return board_for(max(set(names), key=names.count))
 
     # --- which Python environment / vLLM the evidence describes ----------------------------------
     def python_env(self) -> tuple[bool | None, str]:
@@ -275,8 +317,22 @@ class Facts:
 
     def rdma_devices(self) -> list[str]:
         devs = [p.ib_dev for p in self.snapshot.rdma if p.ib_dev]
+        devs += [p.device for p in self.snapshot.ib_ports if p.device and p.device not in devs]
         devs += [v for v in self.snapshot.topology.nic_legend.values() if v not in devs]
         return devs
+
+    def rdma_absence_unproven(self) -> str | None:
+        """Why "no RDMA device" cannot be concluded, or None when ibdev2netdev (or the port listing) and the
+        topology were read whole and list none."""
+        port_sources = {p.source for p in self.snapshot.ib_ports if p.source}
+        why = [
+            self.unread("ibdev2netdev", bool(self.snapshot.rdma)),
+            self.unread("nvidia-smi-topo-m", bool(self.snapshot.topology.devices)),
+        ]
+        if self.snapshot.ib_ports and all(self.incomplete(s) is None for s in port_sources):
+            why[0] = None
+        reasons = [w for w in why if w]
+        return "; ".join(reasons) if reasons else None
 
     def mnnvl(self) -> bool:
         if self.hardware() in MNNVL_HARDWARE:

@@ -30,7 +30,7 @@ def _health(facts: Any) -> dict[str, Any]:
 def fold(r: Rule, findings: list[Finding], none_title: str, none_evidence: list[str]) -> list[Finding]:
     """One finding for the registry from a family of health findings."""
     if not findings:
-        return [r.finding("info", none_title, none_evidence)]
+        return [r.not_checked(none_title, none_evidence)]
     worst = max(findings, key=lambda f: f.severity.rank)
     if len(findings) == 1:
         f = findings[0]
