@@ -56,6 +56,7 @@ SOURCE_FILES = {
     "proc-driver-nvidia-version": "proc-driver-nvidia-version.txt",
     "in-image-nvidia-smi": "in-image-nvidia-smi.txt",
     "uname": "uname.txt",
+    "nvml": "nvml.json",
 }
 # Other names a captured source may carry (`collect --from` accepts these too).
 SOURCE_ALTERNATES = {
@@ -158,7 +159,7 @@ class Facts:
     def gpu_list_partial(self) -> str | None:
         """Why the GPU list may be short (a table cut off, an excerpt), or None when a GPU source was read
         whole: then "N GPUs" is the node's count, not a lower bound."""
-        sources = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml.json")
+        sources = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml")
         whole = [s for s in sources if self.captured(s) and self.incomplete(s) is None]
         if whole:
             return None

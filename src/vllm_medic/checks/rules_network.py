@@ -622,22 +622,19 @@ def mnnvl_env(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if multi is False:
         return [r.finding("pass", "One node: MNNVL settings not needed", [multi_ev])]
     if not facts.mnnvl():
-        hw = facts.hardware()
-        if hw is None:
+        names = facts.gpu_names
+        if not names:
             return [
                 r.not_checked(
-                    "MNNVL settings not checked: the GPU hardware is unknown",
+                    "MNNVL settings not checked: no GPU seen",
                     [multi_ev, facts.unread("nvidia-smi") or "no GPU names"],
                 )
             ]
         return [
             r.finding(
                 "pass",
-                f"{hw} has no multi-node NVLink: MNNVL settings not needed",
-                [
-                    f"{facts.where('nvidia-smi', facts.gpu_names[0]) if facts.gpu_names else '--hardware'}: hardware {hw}",
-                    multi_ev,
-                ],
+                f"{names[0]} has no multi-node NVLink: MNNVL settings not needed",
+                [f"{facts.where('nvidia-smi', names[0])} {len(names)} x {names[0]}", multi_ev],
             )
         ]
     missing, ev = [], [f"hardware {facts.hardware()}", multi_ev, f"recipe: {want.source}"]
