@@ -87,8 +87,8 @@ class Rule:
 
     def capture_step(self) -> str:
         return (
-            f"Capture it: {self.by_hand}; save the output in the bundle directory under its canonical name "
-            "and re-run `vllm-medic check --from DIR`."
+            f"Capture it: {self.by_hand} (saved under its canonical name in a directory, "
+            "`vllm-medic check --from DIR` reads it)."
         )
 
     def _default_fix(self, severity: Severity) -> list[str]:
