@@ -105,6 +105,19 @@ class Facts:
                     return f"{fname}:{i}", line.strip()
         return None
 
+    def find_all(self, source: str, pattern: str) -> list[tuple[str, str]]:
+        """(``file:line``, the line stripped) of every line of the captured source matching ``pattern``."""
+        rx = re.compile(pattern)
+        out: list[tuple[str, str]] = []
+        for fname in self._files_of(source):
+            data = self.raw.get(fname)
+            if data is None:
+                continue
+            for i, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                if rx.search(line):
+                    out.append((f"{fname}:{i}", line.strip()))
+        return out
+
     def _files_of(self, source: str) -> tuple[str, ...]:
         return (SOURCE_FILES.get(source, source), *SOURCE_ALTERNATES.get(source, ()))
 

@@ -24,9 +24,11 @@ RuleFunc = Callable[["Facts", "Recipe"], list[Finding]]
 
 RULE_MODULES: list[str] = [
     "vllm_medic.checks.rules_driver",
+    "vllm_medic.checks.rules_gpu_health",
     "vllm_medic.checks.rules_image",
     "vllm_medic.checks.rules_layout",
     "vllm_medic.checks.rules_network",
+    "vllm_medic.checks.rules_topology",
     "vllm_medic.checks.rules_cache",
     "vllm_medic.checks.rules_recipe",
     "vllm_medic.health.check_rules",  # Xid, fabric, container limits, in-image (src/vllm_medic/health)

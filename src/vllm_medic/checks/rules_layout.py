@@ -257,8 +257,8 @@ def layout_fits(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                 f"Layout needs {per_node} GPUs per node; {visible} are visible: a GPU is missing from the board",
                 ev,
                 [
-                    f"Do not shrink the layout to the {host} GPUs left (TP {host} does not divide the model's "
-                    "heads evenly and hides the fault): a GPU is missing from the board, see LAY005.",
+                    f"Do not shrink the layout to the {host} GPUs left: a GPU is missing from the board (LAY005), "
+                    "and a smaller TP only hides the fault.",
                     "Restore it first (`lspci | grep -i nvidia`, `sudo dmesg -T | grep -i xid`), then launch with "
                     f"the board's {board.gpus} GPUs.",
                 ],
