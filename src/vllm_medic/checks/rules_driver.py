@@ -166,7 +166,7 @@ def _not_found(facts: Facts, r: Rule, ev: list[str]) -> Finding:
             "On the host: `nvidia-smi` must work there first (`lspci | grep -i nvidia`, install the driver).",
         ]
         ev = ev + [f"running in a container ({facts.snapshot.container.runtime or 'runtime unknown'})"]
-    return r.finding("fail", f"No NVIDIA driver in {where}: nvidia-smi not found", ev, fix)
+    return r.finding("fail", f"No NVIDIA driver reachable in {where}: nvidia-smi not found", ev, fix)
 
 
 def _no_driver(facts: Facts, r: Rule, ev: list[str]) -> Finding:
@@ -639,7 +639,11 @@ def mixed_cuda_wheels(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                     ["Capture the whole `pip freeze` (or `vllm collect-env`) of the serving environment."],
                 )
             ]
-        title = f"NVIDIA wheels: cu{majors[0]} only" if majors else "No nvidia-*-cu12/13 wheels installed"
+        title = (
+            f"NVIDIA wheels: cu{majors[0]} only"
+            if majors
+            else "No nvidia-*-cu12/13 wheel in the package list"
+        )
         return [r.finding("pass", title, [env_ev, *counted])]
     ev = [env_ev, *seen]
     libs = {m: {_lib_name(s) for s in us[m]} for m in majors}

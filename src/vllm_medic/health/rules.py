@@ -304,11 +304,11 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
         out.append(
             Finding(
                 "HLT-FAB000",
-                Severity.PASS,
+                Severity.PASS if kind in ("nvswitch", "nvl") else Severity.INFO,
                 Category.DRIVER_CUDA,
-                "NVLink fabric state is fine"
+                f"Every GPU registered with the NVLink fabric ({', '.join(states)})"
                 if kind in ("nvswitch", "nvl")
-                else "No NVSwitch fabric to check",
+                else "No NVSwitch fabric on these GPUs: nothing to register",
                 [
                     f"{len(gpus)} GPU(s) ({gpus[0].get('product')}), system kind {kind}; fabric {', '.join(states)}; "
                     f"fabric manager {fm_state}"
