@@ -110,3 +110,142 @@ def test_a_grepped_lsmod_on_one_node_is_not_a_difference_between_nodes():
     # a whole lsmod without mlx5_ib on node-a is a difference
     a = Snapshot(kernel_modules=["nvidia", "nvidia_uvm", "nvidia_peermem", "mlx5_core"])
     assert [f.id for f in compare({"node-a": a, "node-b": b}).findings] == ["CLU011"]
+
+
+# ---------------------------------------------------------------- a good node, one source taken away at a time
+
+TOPO_FILE = (
+    Path(__file__).parents[1]
+    / "data"
+    / "collect"
+    / "nvidia-smi-topo-m"
+    / ("hgx-8gpu-nv18-12nic-pix-single-numa-aihub0007.txt")
+)
+K3_LAUNCH = "vllm serve moonshotai/Kimi-K3 -tp 8 --trust-remote-code --enable-prefix-caching"
+
+
+def _good() -> tuple[Snapshot, dict[str, bytes]]:
+    """SYNTHETIC healthy 8x H200 node (values as real outputs print them), every source captured."""
+    from vllm_medic.collect.launch import parse_launch
+    from vllm_medic.collect.parsers.topology import parse_topology
+    from vllm_medic.snapshot import Driver, Gpu, Image, PythonEnv, RdmaPort, Torch, Vllm
+
+    topology = parse_topology(TOPO_FILE.read_text()).topology  # the real HGX matrix: NV18, a PIX NIC per GPU
+    assert len(topology.devices) == 20
+    s = Snapshot(
+        driver=Driver(version="580.65.06", cuda_version="13.0", status="ok"),
+        gpus=[
+            Gpu(
+                index=i,
+                name="NVIDIA H200",
+                memory_total_mib=143771,
+                memory_used_mib=0,
+                mig_mode="Disabled",
+                remapped_rows_pending=False,
+                remapped_rows_failure=False,
+                ecc_volatile_uncorrectable=0,
+            )
+            for i in range(8)
+        ],  # fmt: skip
+        topology=topology,
+        rdma=[RdmaPort(ib_dev=f"mlx5_{i}", port=1, netdev=f"ens{i}np0", state="Up") for i in range(12)],
+        kernel_modules=["nvidia", "nvidia_uvm", "nvidia_peermem", "mlx5_core", "mlx5_ib", "ib_core"],
+        image=Image(tag="vllm/vllm-openai:kimi-k3", cuda_version="13.0.1", digest="sha256:" + "ab" * 32),
+        vllm=Vllm(version="0.29.0", raw="0.29.0"),
+        python=PythonEnv(
+            packages={"vllm": "0.29.0", "torch": "2.9.0+cu130", "nvidia-cublas-cu13": "13.0.0.19"},
+            cuda_userspace={"13": ["nvidia-cublas-cu13==13.0.0.19"]},
+            torch=Torch("2.9.0+cu130", "13.0"),
+        ),
+        launch=parse_launch(K3_LAUNCH),
+        extra={"open_kernel_module": True},
+    )
+    s.extra["python_env"] = {
+        "interpreter": "/opt/venv/bin/python",
+        "vllm_installed": True,
+        "vllm_distribution": "vllm",
+    }
+    raw = {
+        "nvidia-smi.txt": b"| NVIDIA-SMI 580.65.06   Driver Version: 580.65.06   CUDA Version: 13.0 |\n"
+        + b"".join(f"|   {i}  NVIDIA H200   On | 0MiB / 143771MiB | Disabled |\n".encode() for i in range(8)),
+        "nvidia-smi-topo-m.txt": TOPO_FILE.read_bytes(),
+        "lsmod.txt": b"Module Size Used by\n" + b"".join(f"{m} 16384 0\n".encode() for m in s.kernel_modules),
+        "ibdev2netdev.txt": b"".join(f"mlx5_{i} port 1 ==> ens{i}np0 (Up)\n".encode() for i in range(12)),
+        "pip-freeze.txt": b"vllm==0.29.0\ntorch==2.9.0+cu130\nnvidia-cublas-cu13==13.0.0.19\n",
+        "vllm-version.txt": b"0.29.0\n",
+        "launch.txt": K3_LAUNCH.encode() + b"\n",
+        "docker-image-inspect.json": b'[{"RepoTags": ["vllm/vllm-openai:kimi-k3"]}]\n',
+        "proc-driver-nvidia-version.txt": b"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06\n",
+    }
+    return s, raw
+
+
+# source -> (snapshot fields it fills, the rules that cannot pass without it)
+DEGRADE = {
+    "nvidia-smi": (
+        ("driver", "gpus"),
+        {"DRV001", "DRV006", "DRV008", "LAY004", "LAY005", "LAY006", "NET009"},
+    ),
+    "lsmod": (("kernel_modules",), {"NET004", "NET005"}),
+    "ibdev2netdev": (("rdma",), {"NET006"}),
+    "nvidia-smi-topo-m": (("topology",), {"NET009", "NET010"}),
+    "pip-freeze": (("python",), {"DRV004", "DRV005", "IMG005"}),
+    "vllm-version": (("vllm",), {"IMG003"}),
+    "launch": (("launch",), {"IMG006", "LAY003", "NET001", "NET002", "NET007", "PFX001"}),
+    "proc-driver-nvidia-version": ((), set()),  # Hopper runs on either flavour: DRV007 passes on the GPU name
+    "docker-image-inspect": (("image",), set()),
+}
+# a partial capture keeps what it shows: rules that read absence from it cannot pass
+ABSENCE_RULES = {
+    "nvidia-smi": {"DRV006", "LAY004", "LAY005"},
+    "lsmod": set(),
+    "ibdev2netdev": {"NET006"},
+    "nvidia-smi-topo-m": {"NET009", "NET010"},
+    "pip-freeze": {"DRV004"},
+}
+
+
+def _run(s: Snapshot, raw: dict[str, bytes]) -> dict[str, object]:
+    return {f.id: f for f in run_checks(s, RECIPES["kimi-k3"], raw=raw)}
+
+
+def test_the_good_node_passes_what_it_shows():
+    s, raw = _good()
+    passed = {i for i, f in _run(s, raw).items() if f.severity is Severity.PASS}
+    assert len(passed) >= 25 and set().union(*(d for _, d in DEGRADE.values())) <= passed
+
+
+@pytest.mark.parametrize("kind", ["missing", "unparsable", "timeout"])
+@pytest.mark.parametrize("source", sorted(DEGRADE))
+def test_taking_a_source_away_never_adds_a_pass_nor_keeps_one_that_needed_it(source, kind):
+    from vllm_medic.checks.facts import SOURCE_FILES
+
+    s, raw = _good()
+    good = {i for i, f in _run(s, raw).items() if f.severity is Severity.PASS}
+    fields, needs = DEGRADE[source]
+    fresh = Snapshot()
+    for name in fields:
+        setattr(s, name, getattr(fresh, name))
+    if source == "proc-driver-nvidia-version":
+        s.extra.pop("open_kernel_module")
+    raw.pop(SOURCE_FILES[source], None)
+    s.errors.append(SourceError(source, kind, "SYNTHETIC"))
+    after = _run(s, raw)
+    passed = {i for i, f in after.items() if f.severity is Severity.PASS}
+    assert passed <= good, passed - good
+    assert not (passed & needs), {i: after[i].title for i in passed & needs}
+    for i in passed:  # a pass never quotes the file that was not read
+        assert not any(SOURCE_FILES[source] in e for e in after[i].evidence), (i, after[i].evidence)
+
+
+@pytest.mark.parametrize("source", sorted(ABSENCE_RULES))
+def test_a_partial_source_keeps_its_presences_but_proves_no_absence(source):
+    s, raw = _good()
+    good = {i for i, f in _run(s, raw).items() if f.severity is Severity.PASS}
+    s.partial[source] = "EXCERPT (SYNTHETIC)"
+    after = _run(s, raw)
+    passed = {i for i, f in after.items() if f.severity is Severity.PASS}
+    assert passed <= good
+    assert not (passed & ABSENCE_RULES[source]), {i: after[i].title for i in passed & ABSENCE_RULES[source]}
+    for i in ABSENCE_RULES[source]:
+        assert after[i].severity is Severity.NOT_CHECKED, (i, after[i].severity, after[i].title)

@@ -335,6 +335,20 @@ class Facts:
         devs += [v for v in self.snapshot.topology.nic_legend.values() if v not in devs]
         return devs
 
+    def rdma_devices_where(self, devices: list[str]) -> str:
+        """``file:line`` (or the source) that lists the first of ``devices``: ibdev2netdev, the port listing,
+        or the topology's NIC legend - whichever actually showed it."""
+        if not devices:
+            return "no RDMA device listed"
+        first = devices[0]
+        shown = f"RDMA devices {', '.join(devices[:4])}{' ...' if len(devices) > 4 else ''}"
+        if any(p.ib_dev == first for p in self.snapshot.rdma):
+            return f"{self.where('ibdev2netdev', first)} {shown}"
+        port = next((p for p in self.snapshot.ib_ports if p.device == first), None)
+        if port is not None:
+            return f"{port.source or 'port listing'}: {shown}"
+        return f"{self.where('nvidia-smi-topo-m', first)} {shown} (topo -m NIC legend)"
+
     def rdma_absence_unproven(self) -> str | None:
         """Why "no RDMA device" cannot be concluded, or None when ibdev2netdev (or the port listing) and the
         topology were read whole and list none."""

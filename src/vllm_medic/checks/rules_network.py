@@ -317,7 +317,7 @@ def dmabuf_needs_peermem(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
             )
         ]
     ev = [
-        (_module_line(facts, "mlx5_ib") if "mlx5_ib" in mods else f"RDMA devices {', '.join(devs[:4])}"),
+        (_module_line(facts, "mlx5_ib") if "mlx5_ib" in mods else facts.rdma_devices_where(devs)),
         dmabuf_ev,
     ]
     if unread is not None:
@@ -392,7 +392,7 @@ def mlx5_modules(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if len(loaded) == 2:
         ev = [_module_line(facts, m) for m in loaded]
         if devs:
-            ev.insert(0, f"{facts.where('ibdev2netdev', devs[0])} RDMA devices {', '.join(devs[:4])}")
+            ev.insert(0, facts.rdma_devices_where(devs))
         return [r.finding("pass", "mlx5_core and mlx5_ib loaded", ev)]
     if not devs and "mlx5_core" not in mods:
         absence = facts.rdma_absence_unproven()
@@ -412,7 +412,7 @@ def mlx5_modules(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             )
         ]
     ev = (
-        [f"{facts.where('ibdev2netdev', devs[0])} RDMA devices {', '.join(devs[:4])}"]
+        [facts.rdma_devices_where(devs)]
         if devs
         else [_module_line(facts, "mlx5_core") + " (a ConnectX NIC is present)"]
     )

@@ -176,8 +176,7 @@ def gpu_nic_affinity(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     from vllm_medic.checks.rules_network import _multi_node
 
     multi, multi_ev = _multi_node(facts)
-    if multi is False:
-        return [r.not_applicable("One node: GPU-to-NIC placement carries no NCCL traffic", [multi_ev])]
+    one_node = r.not_applicable("One node: GPU-to-NIC placement carries no NCCL traffic", [multi_ev])
     board = facts.board()
     if board is not None and not board.local_nic:
         return [
@@ -196,6 +195,8 @@ def gpu_nic_affinity(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         if unread is not None:
             return [r.not_checked("GPU-to-NIC placement not checked: no NIC in a partial matrix", [unread])]
         ev = [f"{facts._file_of(TOPO)}: {len(gpus)} GPUs and no NIC column", multi_ev]
+        if multi is False:
+            return [one_node]
         if multi:
             return [r.finding("warn", "No RDMA NIC in the topology of a multi-node launch", ev)]
         return [r.not_checked("No NIC in the topology; whether the launch spans nodes is unknown", ev)]
@@ -209,6 +210,8 @@ def gpu_nic_affinity(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if far:
         ev = [*far[:8], f"{len(near)} of {len(gpus)} GPUs have a local NIC", multi_ev]
         title = f"{len(far)} of {len(gpus)} GPUs have no NIC on their own PCIe switch"
+        if multi is False:
+            return [one_node]
         if multi:
             return [r.finding("warn", title, ev)]
         return [r.not_checked(title + ": matters only if the launch spans nodes, which it does not say", ev)]
