@@ -789,7 +789,7 @@ def kernel_module_flavour(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding
         if needs_open:
             return [
                 r.not_checked(
-                    f"Kernel module flavour not checked: {facts.hardware() or 'these GPUs'} need the open modules",
+                    f"Kernel module flavour not checked: {facts.hardware() or 'these'} GPUs need the open modules",
                     [why, f"hardware: {facts.hardware()}"],
                 )
             ]
