@@ -249,3 +249,42 @@ def test_a_partial_source_keeps_its_presences_but_proves_no_absence(source):
     assert not (passed & ABSENCE_RULES[source]), {i: after[i].title for i in passed & ABSENCE_RULES[source]}
     for i in ABSENCE_RULES[source]:
         assert after[i].severity is Severity.NOT_CHECKED, (i, after[i].severity, after[i].title)
+
+
+# ---------------------------------------------------------------- one real capture alone: every ✓ quotes it
+
+COLLECT = Path(__file__).parents[1] / "data" / "collect"
+ALONE = {
+    "nvidia-smi": "nvidia-smi.txt",
+    "nvidia-smi-q": "nvidia-smi-q.txt",
+    "nvidia-smi-q-x": "nvidia-smi-q.xml",
+    "nvidia-smi-query-gpu": "nvidia-smi-query-gpu.csv",
+    "nvidia-smi-topo-m": "nvidia-smi-topo-m.txt",
+    "ibdev2netdev": "ibdev2netdev.txt",
+    "lsmod": "lsmod.txt",
+    "docker-image-inspect": "docker-image-inspect.json",
+    "vllm-version": "vllm-version.txt",
+    "vllm-collect-env": "vllm-collect-env.txt",
+}
+CAPTURES = [(kind, f) for kind in sorted(ALONE) for f in sorted((COLLECT / kind).glob("*")) if f.is_file()]
+
+
+@pytest.mark.parametrize(("kind", "capture"), CAPTURES, ids=[f"{k}/{f.name[:40]}" for k, f in CAPTURES])
+def test_a_real_capture_alone_gives_passes_that_quote_it(tmp_path, kind, capture):
+    """With one file in the directory, a pass whose evidence does not name that file rests on nothing read."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from vllm_medic.cli import app
+
+    name = ALONE[kind]
+    (tmp_path / name).write_bytes(capture.read_bytes())
+    res = CliRunner().invoke(app, ["check", "--from", str(tmp_path), "--json"])
+    if res.exit_code == 2:  # not readable as that command at all: a usage error, no verdicts
+        assert "✓" not in res.output
+        return
+    assert res.exit_code in (0, 1), res.output
+    for f in json.loads(res.stdout)["findings"]:
+        if f["severity"] == "pass":
+            assert any(name in e for e in f["evidence"]), (f["id"], f["title"], f["evidence"])

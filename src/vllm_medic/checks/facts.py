@@ -169,10 +169,24 @@ class Facts:
             return f"{source}: {entry.get('status') or 'not captured'}: {entry['message']}"
         return f"{source}: not captured ({SOURCE_FILES.get(source, source)} not among the evidence)"
 
+    GPU_SOURCES = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml", "vllm-collect-env")
+
+    def gpus_where(self, needle: str | None = None) -> str:
+        """Where the GPU list was read: ``file:line`` of ``needle`` in whichever GPU source was captured
+        (the nvidia-smi table, -q, --query-gpu, NVML, collect-env), else that file, else "GPU list"."""
+        for source in self.GPU_SOURCES:
+            hit = self.find(source, needle) if needle else None
+            if hit is not None:
+                return hit[0]
+        for source in self.GPU_SOURCES:
+            if self.captured(source):
+                return self._file_of(source)
+        return "GPU list"
+
     def gpu_list_partial(self) -> str | None:
         """Why the GPU list may be short (a table cut off, an excerpt), or None when a GPU source was read
         whole: then "N GPUs" is the node's count, not a lower bound."""
-        sources = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml")
+        sources = self.GPU_SOURCES
         whole = [s for s in sources if self.captured(s) and self.incomplete(s) is None]
         if whole:
             return None

@@ -18,11 +18,11 @@ RELEASE_NOTES = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.h
 def _driver_where(facts: Facts, version: str | None) -> str:
     """``file:line`` of the driver version in whichever nvidia-smi output (or NVML dump) carried it."""
     if version:
-        for source in ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml.json"):
+        for source in ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml.json", "vllm-collect-env"):
             hit = facts.find(source, version)
             if hit is not None:
                 return hit[0]
-    return facts.where("nvidia-smi", "Driver Version")
+    return facts.gpus_where("Driver Version")
 
 
 def _driver_version(facts: Facts) -> tuple[str | None, str]:
@@ -70,13 +70,21 @@ def driver_answers(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     err = facts.snapshot.error_for("nvidia-smi")
     detail = d.status_detail or (err.message if err else "")
     ev = [f"nvidia-smi status: {d.status}"] + _failure_lines(facts, d.status, detail)
-    if d.status == "ok" or (d.version and d.status in ("unknown", "")):
+    if (d.status == "ok" or d.status in ("unknown", "")) and d.version:
         cuda = f", CUDA Version {d.cuda_version}" if d.cuda_version else ""
         return [
             r.finding(
                 "pass",
                 f"NVIDIA driver {d.version} loaded{cuda}",
                 [f"{_driver_where(facts, d.version)} Driver Version: {d.version}{cuda}"],
+            )
+        ]
+    if d.status == "ok":  # a GPU list came back, but no line carried the driver version
+        return [
+            r.not_checked(
+                "Driver version not checked: the output lists GPUs but no driver version",
+                [facts.gpus_where("GPU"), *ev],
+                ["Capture the whole `nvidia-smi` table (its header carries 'Driver Version')."],
             )
         ]
     handler = _DRV001_BY_STATUS.get(d.status)
@@ -797,13 +805,12 @@ def kernel_module_flavour(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding
             return [r.not_checked("Kernel module flavour not checked: no GPU seen", [why])]
         if family in ("hopper", "ampere"):
             names = sorted(set(facts.gpu_names))
-            hit = facts.find("nvidia-smi", names[0]) if names else None
             return [
                 r.finding(
                     "pass",
                     f"{facts.hardware()} GPUs run on either kernel module flavour",
                     [
-                        f"{hit[0] + ' ' if hit else ''}GPU {', '.join(names)} ({family}: open and proprietary "
+                        f"{facts.gpus_where(names[0])} GPU {', '.join(names)} ({family}: open and proprietary "
                         "modules both support it)",
                         why,
                     ],

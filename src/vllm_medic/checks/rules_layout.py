@@ -15,9 +15,8 @@ def _gpu_summary(facts: Facts) -> str:
     gpus = facts.snapshot.gpus
     names = sorted({g.name for g in gpus if g.name})
     mem = gpus[0].memory_total_mib if gpus else None
-    return (
-        f"{facts.where('nvidia-smi', names[0] if names else 'MiB')} {len(gpus)} x {', '.join(names) or '?'}"
-        + (f" ({mem} MiB each)" if mem else "")
+    return f"{facts.gpus_where(names[0] if names else 'MiB')} {len(gpus)} x {', '.join(names) or '?'}" + (
+        f" ({mem} MiB each)" if mem else ""
     )
 
 
@@ -130,7 +129,7 @@ def weights_fit(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     total_gb = per_node_gb * (nodes or 1)
     need = float(recipe.weights.value)
     ev = [
-        f"{facts.where('nvidia-smi', 'MiB')} {len(mems)} GPUs x {mems[0]} MiB = {per_node_gb:.0f} GB per node",
+        f"{facts.gpus_where('MiB')} {len(mems)} GPUs x {mems[0]} MiB = {per_node_gb:.0f} GB per node",
         f"nodes: {nodes or 'unknown (counted 1)'} ({nodes_ev}) -> {total_gb:.0f} GB",
         f"weights need {need:.0f} GB ({recipe.weights.source})",
     ]
@@ -221,7 +220,7 @@ def layout_fits(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         ]
     cut = facts.gpu_list_partial()
     visible, vis_ev = _visible_count(facts, host)
-    ev.append(f"{facts.where('nvidia-smi', 'MiB')} {host} GPUs on this node; {visible} visible to the server")
+    ev.append(f"{facts.gpus_where('MiB')} {host} GPUs on this node; {visible} visible to the server")
     ev += vis_ev
     nodes, nodes_ev = facts.nnodes()
     ev.append(f"nodes: {nodes if nodes else 'unknown'} ({nodes_ev})")
@@ -300,7 +299,7 @@ def gpu_memory_held(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         util_f = DEFAULT_GPU_MEMORY_UTILIZATION
     procs = facts.snapshot.gpu_processes
     ev = [
-        f"{facts.where('nvidia-smi', str(p.pid) if p.pid else 'MiB')} GPU {p.gpu_index} pid {p.pid} {p.name} {p.used_mib} MiB"
+        f"{facts.gpus_where(str(p.pid) if p.pid else 'MiB')} GPU {p.gpu_index} pid {p.pid} {p.name} {p.used_mib} MiB"
         for p in procs[:8]
     ]
     if len(procs) > 8:
@@ -342,7 +341,7 @@ def gpu_memory_held(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             "pass",
             f"No process holds GPU memory on the {len(gpus)} GPUs listed",
             [
-                f"{facts.where('nvidia-smi', 'MiB')} {len(gpus)} GPUs with {used[0]}-{used[-1]} MiB used, "
+                f"{facts.gpus_where('MiB')} {len(gpus)} GPUs with {used[0]}-{used[-1]} MiB used, "
                 "no process listed"
             ],
         )
@@ -373,7 +372,7 @@ def container_sees_fewer(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
         ]
     inside = snap.container.in_container
     view = " (inside a container)" if inside else " (on the host)" if inside is False else ""
-    ev = [f"{facts.where('nvidia-smi', 'MiB')} {seen} GPUs seen by nvidia-smi{view}"]
+    ev = [f"{facts.gpus_where('MiB')} {seen} GPUs listed{view}"]
     cut = facts.gpu_list_partial()
     if cut is not None:
         return [r.not_checked(f"GPU count not checked: the GPU list is partial ({seen} listed)", [*ev, cut])]
@@ -596,7 +595,7 @@ def mig_enabled(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             r.finding(
                 "pass",
                 "MIG is off: whole GPUs",
-                [f"{facts.where('nvidia-smi', 'MIG')} {len(gpus)} GPUs, MIG mode {', '.join(modes)}"],
+                [f"{facts.gpus_where('MIG')} {len(gpus)} GPUs, MIG mode {', '.join(modes)}"],
             )
         ]
     ev = []

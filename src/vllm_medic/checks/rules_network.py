@@ -634,7 +634,7 @@ def mnnvl_env(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             r.finding(
                 "pass",
                 f"{names[0]} has no multi-node NVLink: MNNVL settings not needed",
-                [f"{facts.where('nvidia-smi', names[0])} {len(names)} x {names[0]}", multi_ev],
+                [f"{facts.gpus_where(names[0])} {len(names)} x {names[0]}", multi_ev],
             )
         ]
     missing, ev = [], [f"hardware {facts.hardware()}", multi_ev, f"recipe: {want.source}"]

@@ -18,6 +18,7 @@ NCCL_ENV_DOCS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.h
 FM_DOCS = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
 XID_DOCS = "https://docs.nvidia.com/deploy/xid-errors/index.html"
 TOPO = "nvidia-smi-topo-m"
+TOPO_SOURCES = (TOPO, "vllm-collect-env")  # collect-env prints the same matrix
 # nvidia-smi topo -m link kinds, nearest first (the legend's order)
 _RANK = {"X": 0, "PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
 
@@ -36,11 +37,22 @@ def _link(facts: Facts, a: str, b: str) -> str | None:
     return (m.get(a) or {}).get(b) or (m.get(b) or {}).get(a)
 
 
+def _topo_file(facts: Facts) -> str:
+    """The file the matrix was read from: `nvidia-smi topo -m`, or the copy inside `vllm collect-env`."""
+    for source in TOPO_SOURCES:
+        if facts.captured(source):
+            return facts._file_of(source)
+    return facts._file_of(TOPO)
+
+
 def _row_line(facts: Facts, device: str) -> str:
     """``file:line`` of the device's row in the captured matrix (the first line that starts with it)."""
-    for loc, line in facts.find_all(TOPO, rf"^\s*{re.escape(device)}\s+(X|NV\d+|SYS|NODE|PHB|PXB|PIX)\b"):
-        return f"{loc} {' '.join(line.split())[:160]}"
-    return f"{facts._file_of(TOPO)}: row {device}"
+    for source in TOPO_SOURCES:
+        for loc, line in facts.find_all(
+            source, rf"^\s*{re.escape(device)}\s+(X|NV\d+|SYS|NODE|PHB|PXB|PIX)\b"
+        ):
+            return f"{loc} {' '.join(line.split())[:160]}"
+    return f"{_topo_file(facts)}: row {device}"
 
 
 def _topology_unread(facts: Facts) -> str | None:
@@ -81,7 +93,7 @@ def nvlink_pairs(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             r.not_checked(
                 f"NVLink wiring not judged: {names[0]} is not in the tool's board data",
                 [
-                    f"{facts.where('nvidia-smi', names[0])} {names[0]}",
+                    f"{facts.gpus_where(names[0])} {names[0]}",
                     "checks/data/hardware.yaml has no entry for it",
                 ],
                 ["Read `nvidia-smi topo -m` by hand: GPU pairs meant to be NVLink-connected show NV<n>."],
@@ -140,7 +152,7 @@ def nvlink_pairs(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             f"All {n_pairs} GPU pairs NVLink-connected ({', '.join(kinds)})",
             [
                 _row_line(facts, gpus[0]),
-                f"{facts._file_of(TOPO)}: {len(gpus)} GPUs, every pair {', '.join(kinds)}",
+                f"{_topo_file(facts)}: {len(gpus)} GPUs, every pair {', '.join(kinds)}",
                 board_ev,
             ],
         )
@@ -194,7 +206,7 @@ def gpu_nic_affinity(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if not nics:
         if unread is not None:
             return [r.not_checked("GPU-to-NIC placement not checked: no NIC in a partial matrix", [unread])]
-        ev = [f"{facts._file_of(TOPO)}: {len(gpus)} GPUs and no NIC column", multi_ev]
+        ev = [f"{_topo_file(facts)}: {len(gpus)} GPUs and no NIC column", multi_ev]
         if multi is False:
             return [one_node]
         if multi:
@@ -225,6 +237,6 @@ def gpu_nic_affinity(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         r.finding(
             "pass",
             f"Each of the {len(gpus)} GPUs has a NIC on its own PCIe switch",
-            [*near[:8], f"{facts._file_of(TOPO)}: {len(nics)} NICs"],
+            [*near[:8], f"{_topo_file(facts)}: {len(nics)} NICs"],
         )
     ]
