@@ -128,3 +128,58 @@ def test_gzipped_coloured_log_is_read(tmp_path) -> None:  # noqa: ANN001
     assert code == 0 and ids(out)[0] == "CACHE-FLAG001"
     layers = {layer["layer"]: layer["value"] for layer in out["layers"]}
     assert layers == {"non_default_args": True, "engine_config": True}
+
+
+# ---------------------------------------------------------------- titles claim only what the evidence shows
+
+
+def test_metrics_alone_say_the_engine_runs_with_caching_off_not_that_the_flag_was_never_passed() -> None:
+    from vllm_medic.sim.config import SimConfig
+    from vllm_medic.sim.server import start_sim
+
+    handle = start_sim(SimConfig(enable_prefix_caching=False))
+    try:
+        code, out, _ = run("flag", "--server", handle.url, "--json")
+    finally:
+        handle.stop()
+    assert code == 1
+    f = out["findings"][0]
+    assert f["id"] == "CACHE-FLAG007" and f["severity"] == "fail"
+    assert "never passed" not in f["title"]
+    assert f["title"].startswith("The engine runs with prefix caching off (metrics)")
+    assert "whether the flag was passed is not known" in f["title"]
+    assert any(f"{handle.url}/metrics vllm:cache_config_info" in e for e in f["evidence"])
+    assert any("--launch" in step and "--log" in step for step in f["fix"])
+
+
+def test_retention_evidence_names_the_metric_it_was_read_from() -> None:
+    from vllm_medic.sim.config import SimConfig
+    from vllm_medic.sim.server import start_sim
+
+    handle = start_sim(SimConfig(hybrid=True, block_size=32))
+    try:
+        code, out, _ = run("flag", "--server", handle.url, "--json")
+    finally:
+        handle.stop()
+    assert code == 0, out
+    f9 = next(f for f in out["findings"] if f["id"] == "CACHE-FLAG009")
+    assert f'{handle.url}/metrics vllm:cache_config_info block_size="32"' in f9["evidence"]
+    assert f'{handle.url}/metrics vllm:cache_config_info mamba_cache_mode="align"' in f9["evidence"]
+
+
+def test_retention_evidence_without_a_server_says_what_was_assumed() -> None:
+    code, out, _ = run("flag", "--launch", "vllm serve moonshotai/Kimi-K3 --trust-remote-code", "--json")
+    f9 = next(f for f in out["findings"] if f["id"] == "CACHE-FLAG009")
+    ev = " ".join(f9["evidence"])
+    assert "block_size 16: vLLM's default, not read from the server" in ev
+    assert "mamba_cache_mode align: assumed" in ev
+    assert "block_size 16, mamba_cache_mode align" not in ev  # never a bare value without its source
+
+
+@pytest.mark.real_vllm
+def test_real_uncached_server_from_metrics_alone(vllm_server_uncached) -> None:  # noqa: ANN001
+    code, out, _ = run("flag", "--server", vllm_server_uncached.url, "--json")
+    assert code == 1
+    f = out["findings"][0]
+    assert f["id"] == "CACHE-FLAG007" and "never passed" not in f["title"]
+    assert "whether the flag was passed is not known" in f["title"]

@@ -197,3 +197,54 @@ def test_minor_version_compatibility_on_a_real_a100_r555_table():
     assert "nvidia-smi.txt:2 Driver Version: 555.42.02" in ev
     assert "docker-image-inspect.json:8" in ev and "CUDA_VERSION=12.8.1" in ev
     assert ">= 570.26" in ev and "PTX" in ev
+
+
+# ---------------------------------------------------------------- no ✓ without evidence
+
+
+def test_check_from_an_empty_directory_prints_no_pass(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = run("check", "--from", str(empty))
+    assert res.exit_code == 2 and "✓" not in res.output and "no captured outputs" in res.output
+
+
+def test_check_from_empty_captures_prints_no_pass_and_counts_not_checked_apart(tmp_path):
+    """Every core capture present but empty (a collection that produced nothing): no ✓ anywhere."""
+    d = tmp_path / "captured"
+    d.mkdir()
+    for name in ("nvidia-smi.txt", "nvidia-smi-topo-m.txt", "lsmod.txt", "ibdev2netdev.txt", "env.txt"):
+        (d / name).write_text("")
+    (d / "docker-image-inspect.json").write_text("[]\n")
+    for recipe in ("generic", "kimi-k3"):
+        res = run("check", "--from", str(d), "--recipe", recipe)
+        assert res.exit_code == 0, res.output
+        assert "✓" not in res.output, res.output
+        assert "[?]" in res.output and "not checked (missing evidence" in res.output
+        res = run("check", "--from", str(d), "--recipe", recipe, "--json")
+        data = json.loads(res.stdout)
+        counts = data["counts"]
+        assert set(counts) == {"pass", "not_checked", "info", "warn", "fail"}
+        assert counts["pass"] == 0 and counts["not_checked"] >= 20
+        assert sum(counts.values()) == len(data["findings"]) == len(load_rules())
+        assert counts["not_checked"] == sum(f["severity"] == "not_checked" for f in data["findings"])
+
+
+def test_not_checked_findings_say_what_was_missing_and_how_to_capture_it(tmp_path):
+    d = tmp_path / "captured"
+    d.mkdir()
+    (d / "nvidia-smi.txt").write_text((BUNDLES / "b200-r575-k3" / "nvidia-smi.txt").read_text())
+    res = run("check", "--from", str(d), "--json")
+    by_id = findings(res)
+    net5 = by_id["NET005"]
+    assert net5["severity"] == "not_checked"
+    assert any("lsmod" in e for e in net5["evidence"]) and "Capture it:" in net5["fix"][-1]
+    rule_by_id = {r.id: r for r in load_rules()}
+    for f in by_id.values():
+        if f["severity"] == "not_checked":
+            assert f["evidence"], f
+            assert rule_by_id[f["id"]].by_hand in f["fix"][-1], f
+
+
+def test_every_rule_names_the_command_that_captures_its_evidence():
+    assert all(r.by_hand for r in load_rules())

@@ -82,8 +82,8 @@ def test_registry_orders_rules_by_method_and_ids_are_unique():
 def test_every_rule_reports_exactly_once_even_on_an_empty_snapshot():
     findings = check(Snapshot())
     assert sorted(f.id for f in findings) == sorted(r.id for r in load_rules())
-    # nothing known: every rule either passes (not applicable) or says what it could not check
-    assert {f.severity.value for f in findings} <= {"pass", "info"}
+    # nothing known: nothing passes; a rule says what it could not check, or that it does not apply
+    assert {f.severity.value for f in findings} <= {"not_checked", "info"}
 
 
 def test_a_crashing_rule_becomes_a_warning_not_a_crash(monkeypatch):
@@ -230,7 +230,7 @@ def test_img003_both_floors_with_sources():
     assert f.severity.value == "warn"  # meets the article's floor, not the recipe's
     assert one(check(snap(vllm=Vllm(version="0.29.0", raw="0.29.0"))), "IMG003").severity.value == "pass"
     dev = one(check(snap(vllm=Vllm(version="0.1", raw="0.1.dev19262+gb6bbf29dd.d20260727"))), "IMG003")
-    assert dev.severity.value == "info"
+    assert dev.severity.value == "not_checked"
 
 
 def test_img004_architecture_from_config():
@@ -242,7 +242,7 @@ def test_img004_architecture_from_config():
     unknown = one(
         check(snap(vllm=Vllm(version="0.29.0")), model_config={"architectures": ["FooForCausalLM"]}), "IMG004"
     )
-    assert unknown.severity.value == "info"  # only decides when it really knows the registry
+    assert unknown.severity.value == "not_checked"  # only decides when it really knows the registry
 
 
 def test_img005_torch_cuda_vs_image():
@@ -359,7 +359,7 @@ def test_net004_dmabuf_off_needs_peermem():
     s = snap(
         env={"NCCL_DMABUF_ENABLE": "0"}, errors=[SourceError("lsmod", "missing", "lsmod: command not found")]
     )
-    assert one(check(s), "NET004").severity.value == "info"
+    assert one(check(s), "NET004").severity.value == "not_checked"
 
 
 def test_net005_mlx5_modules():
@@ -374,8 +374,11 @@ def test_net006_rdma_ports_down():
     ports = RDMA_PORTS[:2] + [RdmaPort(ib_dev="mlx5_2", port=1, netdev="ens12f1np1", state="Down")]
     f = one(check(snap(rdma=ports)), "NET006")
     assert f.severity.value == "warn" and "mlx5_2" in " ".join(f.evidence)
-    down = [RdmaPort(ib_dev="mlx5_0", port=1, netdev="ib0", state="Down")]
+    down = [RdmaPort(ib_dev="mlx5_0", port=1, netdev="ens1np0", state="Down")]
     assert one(check(snap(rdma=down, launch=DEP_RDMA)), "NET006").severity.value == "fail"
+    # an IPoIB netdev (Down) says nothing about the InfiniBand link: not checked, not a warning
+    ipoib = [RdmaPort(ib_dev="mlx5_0", port=1, netdev="ib0", state="Down")]
+    assert one(check(snap(rdma=ipoib, launch=DEP_RDMA)), "NET006").severity.value == "not_checked"
     assert one(check(snap(rdma=RDMA_PORTS)), "NET006").severity.value == "pass"
 
 
@@ -419,6 +422,12 @@ def test_pfx001_generic_hybrid_from_config_and_plain_models():
     )
     assert f.severity.value == "warn"
     f = one(check(snap(launch="vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 4"), GENERIC), "PFX001")
+    assert f.severity.value == "not_checked"  # no config.json: the model's default is not known
+    cfg = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 80}
+    f = one(
+        check(snap(launch="vllm serve meta-llama/Llama-3.3-70B-Instruct -tp 4"), GENERIC, model_config=cfg),
+        "PFX001",
+    )
     assert f.severity.value == "pass"
 
 
@@ -464,7 +473,7 @@ def test_rec001_strategy_not_supported_on_hardware():
         "REC001",
     )
     assert f.severity.value != "warn"  # strategy_hardware grants it on h200
-    assert one(check(snap(launch=K3_GOOD)), "REC001").severity.value == "pass"  # shipped recipe: no profile
+    assert one(check(snap(launch=K3_GOOD)), "REC001").severity.value == "info"  # shipped recipe: no profile
 
 
 def test_net008_mnnvl_env_on_gb300():
@@ -481,7 +490,7 @@ def test_net008_mnnvl_env_on_gb300():
 def test_amd_hardware_skips_nvidia_driver_checks():
     fs = check(Snapshot(), hardware="mi355x")
     assert one(fs, "DRV001").severity.value == "info" and "AMD" in one(fs, "DRV001").title
-    assert one(fs, "DRV002").severity.value == "pass"
+    assert one(fs, "DRV002").severity.value == "info"  # does not apply: nothing passed
 
 
 def test_drv002_without_an_image_uses_torchs_cuda():

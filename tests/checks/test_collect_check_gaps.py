@@ -163,7 +163,7 @@ def test_unreadable_nvcc_output_is_recorded_and_drv003_cannot_decide(tmp_path):
     snap = json.loads(res.stdout)
     assert any(e["source"] == "nvcc-version" and e["kind"] == "unparsable" for e in snap["errors"])
     _, fs = check(d)
-    assert fs["DRV003"]["severity"] == "info"
+    assert fs["DRV003"]["severity"] == "not_checked"
 
 
 def _doctor(path_dirs: list[Path], *args: str) -> dict:
@@ -216,7 +216,7 @@ def test_live_collect_records_the_inspected_interpreter_and_drv004_says_not_the_
     data = _doctor([empty])
     fs = {f["id"]: f for f in data["findings"]}
     drv4 = fs["DRV004"]
-    assert drv4["severity"] == "info" and "Not the server's environment" in drv4["title"]
+    assert drv4["severity"] == "not_checked" and "not the server's environment" in drv4["title"]
     assert any("no `vllm` on PATH" in e and "vLLM is not installed" in e for e in drv4["evidence"])
 
 
@@ -262,7 +262,9 @@ def test_drv004_downgrades_when_the_pip_list_has_no_vllm(tmp_path):
     # SYNTHETIC: the same list with a cu13 stray but no vllm (pip freeze run in the wrong environment)
     freeze = PIP_NO_VLLM.read_text() + "nvidia-cublas-cu13==13.0.0.19\n"
     _, fs = check(bundle(tmp_path, {"nvidia-smi.txt": H200_8, "pip-freeze.txt": freeze}))
-    assert fs["DRV004"]["severity"] == "info" and "Not the server's environment" in fs["DRV004"]["title"]
+    assert (
+        fs["DRV004"]["severity"] == "not_checked" and "not the server's environment" in fs["DRV004"]["title"]
+    )
 
 
 def test_collect_env_counts_as_the_server_environment(tmp_path):
@@ -324,7 +326,10 @@ def test_lay005_launch_narrows_the_hosts_gpus(tmp_path, launch, severity, needle
 
 @pytest.mark.parametrize(
     ("visible", "severity", "needle"),
-    [("4,5,6,7", "warn", "the host has at least 8"), ("0,1,2,3", "info", "host's GPU count is unknown")],
+    [
+        ("4,5,6,7", "warn", "the host has at least 8"),
+        ("0,1,2,3", "not_checked", "host's GPU count is unknown"),
+    ],
 )
 def test_lay005_inside_a_container_reads_host_indices(tmp_path, visible, severity, needle):
     # real 4-GPU GB300 table; SYNTHETIC container evidence and env (a pod given host GPUs by index)
@@ -429,7 +434,7 @@ def test_truncated_image_inspect_is_named_when_its_cuda_is_unknown(tmp_path):
     )
     _, fs = check(d)
     f = fs["DRV002"]
-    assert f["severity"] == "info"
+    assert f["severity"] == "not_checked"
     assert "image vllm/vllm-openai:latest: docker-image-inspect.json has no CUDA_VERSION" in f["evidence"][1]
 
 
@@ -439,7 +444,8 @@ def test_torch_of_a_non_server_environment_is_not_judged(tmp_path):
     files = {"nvidia-smi.txt": B200_575, "pip-freeze.txt": PIP_NO_VLLM, "docker-image-inspect.json": image}
     _, fs = check(bundle(tmp_path, files))
     for rule_id in ("DRV005", "IMG005"):
-        assert fs[rule_id]["severity"] == "info" and "not the server's environment" in fs[rule_id]["title"]
+        assert fs[rule_id]["severity"] == "not_checked"
+        assert "not the server's environment" in fs[rule_id]["title"]
     # the same list with vLLM in it is the server's: torch cu128 inside a CUDA 13 image fails IMG005
     (tmp_path / "captured" / "pip-freeze.txt").write_text(PIP_NO_VLLM.read_text() + "vllm==0.11.0\n")
     _, fs = check(tmp_path / "captured")

@@ -54,6 +54,12 @@ def test_no_driver_is_the_first_clear_finding(tmp_path):
     text, _ = doctor([empty])
     assert text.returncode == 1 and "Traceback" not in text.stdout + text.stderr
     assert "[✗] Driver and CUDA" in text.stdout and "Probes" in text.stdout and "doctor took" in text.stdout
+    # what could not be checked is counted apart, per category and in the summary, and never shown as ✓
+    counts = data["counts"]
+    assert counts["fail"] >= 1 and counts["not_checked"] >= 5
+    assert counts["not_checked"] == sum(f["severity"] == "not_checked" for f in data["findings"])
+    assert "not checked)" in text.stdout and "not checked (missing evidence" in text.stdout
+    assert "?" in text.stdout and "Capture it:" in text.stdout
 
 
 def test_hung_probes_cost_one_timeout_and_name_the_likely_causes(tmp_path):

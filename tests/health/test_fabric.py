@@ -96,7 +96,7 @@ def test_gb200_mnnvl_set_up_right(tmp_path):
     assert res.exit_code == 0
     assert (
         found["HLT-FAB000"]["severity"] == "pass"
-        and found["HLT-FAB000"]["title"] == "NVLink fabric state is fine"
+        and found["HLT-FAB000"]["title"] == "Every GPU registered with the NVLink fabric (Completed/Success)"
     )
 
 

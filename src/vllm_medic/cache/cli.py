@@ -112,6 +112,7 @@ def flag_command(
         launch_layer,
         metrics_layers,
         read_log,
+        retention_note,
         verdict,
     )
 
@@ -177,7 +178,13 @@ def flag_command(
     else:
         inp.hybrid, inp.hybrid_basis = guess_hybrid(inp.launch_model, inp.log, rows)
     findings = verdict(inp)
-    retention = _retention_note(inp.hybrid, rows, launch_env)
+    retention = retention_note(
+        inp.hybrid,
+        rows,
+        launch_env,
+        metrics_source=f"{server}/metrics" if server is not None else None,
+        log_mode=inp.log.mamba_mode if inp.log else None,
+    )
     if retention is not None:
         findings.append(retention)
     extra["layers"] = [
@@ -199,35 +206,6 @@ def flag_command(
         verbose=verbose,
     )
     raise typer.Exit(int(code))
-
-
-def _retention_note(hybrid: bool | None, rows: list[dict[str, str]], env: dict[str, str]):  # noqa: ANN202
-    """For hybrid models: which prefix lengths can hit, from cache_config_info and the launch env."""
-    if not hybrid:
-        return None
-    from vllm_medic.cache.retention import policy_from
-    from vllm_medic.model import Category, Finding, Severity
-
-    row = dict(rows[0]) if rows else {}
-    if row.get("mamba_cache_mode") in (None, "", "None"):
-        row["mamba_cache_mode"] = "align"
-    p = policy_from(row, env=env)
-    if p.interval is None:
-        what = "every block (no retention interval set: the dense default)"
-    elif p.interval == 0:
-        what = "prompt ends only (retention interval 0): a new prompt can only resume where an earlier prompt ended"
-    else:
-        what = f"earlier prompt ends and every {p.interval} tokens (rounded up to {p.unit}-token alignment)"
-    return Finding(
-        "CACHE-FLAG009",
-        Severity.INFO,
-        Category.PREFIX_CACHE,
-        f"Hybrid retention: prefixes can hit only at checkpoints: {what}",
-        [f"block_size {p.block_size}, mamba_cache_mode {p.mamba_cache_mode}", *p.sources],
-        [
-            "A miss on a prefix that ends between checkpoints is by design, not a broken cache (see `cache probe`)."
-        ],
-    )
 
 
 def _server_cache_config(url: str, api_key: str | None) -> list[dict[str, str]]:

@@ -314,13 +314,21 @@ def verdict(inp: FlagInputs) -> list[Finding]:
                     DOCS,
                 )
             ]
+        saw_args = inp.launch is not None or nd is not None  # a layer that shows what was passed
+        off_where = engine_values[-1].layer.replace("_", " ")
+        title = (
+            "Prefix caching is off: the flag was never passed"
+            + (" and this hybrid model has it off by default" if inp.hybrid else "")
+            if saw_args
+            else f"The engine runs with prefix caching off ({off_where}); whether the flag was passed is not "
+            "known without the launch or the startup log"
+        )
         return [
             Finding(
                 "CACHE-FLAG007",
                 Severity.FAIL,
                 Category.PREFIX_CACHE,
-                "Prefix caching is off: the flag was never passed"
-                + (" and this hybrid model has it off by default" if inp.hybrid else ""),
+                title,
                 evidence + [f"default: {default_txt}"],
                 [
                     "Pass --enable-prefix-caching explicitly"
@@ -330,6 +338,14 @@ def verdict(inp: FlagInputs) -> list[Finding]:
                         else "."
                     ),
                     fix_restart,
+                    *(
+                        []
+                        if saw_args
+                        else [
+                            "To see where it was lost, add --launch (the command, manifest or docker inspect) and "
+                            "--log (the startup log): `vllm-medic cache flag --launch ... --log ... --server URL`."
+                        ]
+                    ),
                 ],
                 DOCS,
             )
@@ -374,3 +390,58 @@ def verdict(inp: FlagInputs) -> list[Finding]:
             ["Pass --enable-prefix-caching explicitly (it is harmless on ordinary models).", ask],
         )
     ]
+
+
+def retention_note(
+    hybrid: bool | None,
+    rows: list[dict[str, str]],
+    env: dict[str, str],
+    *,
+    metrics_source: str | None = None,
+    log_mode: str | None = None,
+) -> Finding | None:
+    """For hybrid models: which prefix lengths can hit, from cache_config_info and the launch env.
+
+    Each value says where it came from: the server's metric, the startup log, the launch env, or vLLM's
+    default (then it was not read, and the evidence says so)."""
+    if not hybrid:
+        return None
+    from vllm_medic.cache.retention import policy_from
+
+    row = dict(rows[0]) if rows else {}
+    where = metrics_source or "/metrics"
+    evidence: list[str] = []
+    if row.get("block_size"):
+        evidence.append(f'{where} vllm:cache_config_info block_size="{row["block_size"]}"')
+    else:
+        evidence.append("block_size 16: vLLM's default, not read from the server (give --server URL)")
+    mode = row.get("mamba_cache_mode")
+    if mode not in (None, "", "None"):
+        evidence.append(f'{where} vllm:cache_config_info mamba_cache_mode="{mode}"')
+    elif log_mode:
+        row["mamba_cache_mode"] = log_mode
+        evidence.append(f"startup log: Mamba cache mode is set to '{log_mode}'")
+    else:
+        row["mamba_cache_mode"] = "align"
+        evidence.append(
+            "mamba_cache_mode align: assumed (vLLM's mode for hybrid prefix caching), not read from the "
+            "server or the log"
+        )
+    p = policy_from(row, env=env)
+    evidence += [s for s in p.sources if not s.startswith("mamba_cache_mode=")]
+    if p.interval is None:
+        what = "every block (no retention interval set: the dense default)"
+    elif p.interval == 0:
+        what = "prompt ends only (retention interval 0): a new prompt can only resume where an earlier prompt ended"
+    else:
+        what = f"earlier prompt ends and every {p.interval} tokens (rounded up to {p.unit}-token alignment)"
+    return Finding(
+        "CACHE-FLAG009",
+        Severity.INFO,
+        Category.PREFIX_CACHE,
+        f"Hybrid retention: prefixes can hit only at checkpoints: {what}",
+        evidence,
+        [
+            "A miss on a prefix that ends between checkpoints is by design, not a broken cache (see `cache probe`)."
+        ],
+    )

@@ -16,7 +16,16 @@ from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.recipes.model import Recipe
 from vllm_medic.snapshot import Snapshot
 
-__all__ = ["RULES", "Rule", "load_rules", "read_model_config", "register_rule_module", "rule", "run_checks"]
+__all__ = [
+    "RULES",
+    "Rule",
+    "load_rules",
+    "read_model_config",
+    "register_rule_module",
+    "rule",
+    "run_checks",
+    "severity_counts",
+]
 
 load_rules()  # populate RULES on import
 
@@ -55,6 +64,14 @@ def run_checks(
                 )
             )
     return findings
+
+
+def severity_counts(findings: list[Finding]) -> dict[str, int]:
+    """How many findings of each verdict, every severity listed (not_checked counted apart from pass)."""
+    counts = {sev.value: 0 for sev in Severity}
+    for f in findings:
+        counts[f.severity.value] += 1
+    return counts
 
 
 def read_model_config(path: str | Path) -> dict[str, Any]:

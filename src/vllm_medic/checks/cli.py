@@ -104,7 +104,7 @@ def check_cmd(
 ) -> None:
     """Preflight verdicts for a recipe, from a bundle (--from), a snapshot (--snapshot) or collected here."""
     from vllm_medic.checks import inputs
-    from vllm_medic.checks.api import read_model_config, run_checks
+    from vllm_medic.checks.api import read_model_config, run_checks, severity_counts
     from vllm_medic.errors import UsageError
     from vllm_medic.recipes import load_recipe
 
@@ -142,7 +142,7 @@ def check_cmd(
         junit=junit,
         strict=strict,
         suite="vllm-medic.check",
-        extra={"recipe": rec.summary(), "evidence_from": ev.origin},
+        extra={"recipe": rec.summary(), "evidence_from": ev.origin, "counts": severity_counts(findings)},
         title=f"vllm-medic check — recipe {rec.name} ({rec.source}); evidence: {ev.origin}",
         verbose=verbose,
     )
@@ -161,6 +161,7 @@ def _check_cluster(
     verbose: bool,
 ) -> None:
     """A multi-node bundle: each node's verdicts folded, plus what differs between nodes."""
+    from vllm_medic.checks.api import severity_counts
     from vllm_medic.cluster.multicheck import check_multinode, render_table
 
     findings, cluster = check_multinode(
@@ -174,7 +175,12 @@ def _check_cluster(
         junit=junit,
         strict=strict,
         suite="vllm-medic.check",
-        extra={"recipe": rec.summary(), "evidence_from": f"multi-node bundle {path}", "cluster": cluster},
+        extra={
+            "recipe": rec.summary(),
+            "evidence_from": f"multi-node bundle {path}",
+            "cluster": cluster,
+            "counts": severity_counts(findings),
+        },
         title=f"vllm-medic check — recipe {rec.name} ({rec.source}); evidence: multi-node bundle {path}",
         verbose=verbose,
     )
@@ -252,7 +258,7 @@ def doctor_cmd(
     """Collect here and check, flutter-doctor style: [✓] [!] [✗], the fix under each, probe timings."""
     start = time.monotonic()
     from vllm_medic.checks import inputs
-    from vllm_medic.checks.api import read_model_config, run_checks
+    from vllm_medic.checks.api import read_model_config, run_checks, severity_counts
     from vllm_medic.checks.doctor_view import probe_rows, render_doctor
     from vllm_medic.model import ExitCode, exit_code_for
     from vllm_medic.recipes import load_recipe
@@ -275,6 +281,7 @@ def doctor_cmd(
             "wall_s": round(wall, 3),
             "interrupted": interrupted,
             "findings": [f.to_dict() for f in findings],
+            "counts": severity_counts(findings),
             "exit_code": int(code),
         }
         typer.echo(dumps(payload))

@@ -58,13 +58,15 @@ def render_doctor(
         worst = worst_severity(group)
         glyph, style = GLYPH[worst], STYLE[worst]
         n_bad = sum(1 for f in group if f.severity in (Severity.WARN, Severity.FAIL))
+        n_unchecked = sum(1 for f in group if f.severity is Severity.NOT_CHECKED)
+        tally = f", {n_bad} need attention" if n_bad else ""
+        tally += f", {n_unchecked} not checked" if n_unchecked else ""
         console.print(
-            f"[{style}]{escape(glyph)}[/] [bold]{CATEGORY_TITLE[cat]}[/] "
-            f"[dim]({len(group)} checks{f', {n_bad} need attention' if n_bad else ''})[/]",
+            f"[{style}]{escape(glyph)}[/] [bold]{CATEGORY_TITLE[cat]}[/] [dim]({len(group)} checks{tally})[/]",
             highlight=False,
         )
         for f in group:
-            show_detail = f.severity in (Severity.WARN, Severity.FAIL) or verbose
+            show_detail = f.severity in (Severity.WARN, Severity.FAIL, Severity.NOT_CHECKED) or verbose
             mark = GLYPH[f.severity].strip("[]")
             console.print(
                 f"    [{STYLE[f.severity]}]{mark}[/] {escape(f.title)} [dim]{escape(f.id)}[/]",
@@ -72,10 +74,13 @@ def render_doctor(
             )
             if not show_detail:
                 continue
-            for e in f.evidence:
+            brief = f.severity is Severity.NOT_CHECKED and not verbose  # what was missing, how to capture it
+            for e in f.evidence[:1] if brief else f.evidence:
                 console.print(f"        [dim]{escape(e)}[/]", highlight=False)
-            for i, step in enumerate(f.fix, 1):
+            for i, step in enumerate(f.fix[-1:] if brief else f.fix, 1):
                 console.print(f"        [bold]{i}.[/] {escape(step)}", highlight=False)
+            if brief:
+                continue
             for d in f.docs[:2]:
                 console.print(f"        [dim]docs: {escape(d)}[/]", highlight=False)
     rows = probe_rows(sources)

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_medic.checks.hardware import Board, board_for
 from vllm_medic.snapshot import Snapshot, Vllm
 
 # Substrings of nvidia-smi / amd-smi GPU names -> recipe hardware keys (longest names first).
@@ -54,6 +55,8 @@ SOURCE_FILES = {
     "nvcc-version": "nvcc-version.txt",
     "proc-driver-nvidia-version": "proc-driver-nvidia-version.txt",
     "in-image-nvidia-smi": "in-image-nvidia-smi.txt",
+    "uname": "uname.txt",
+    "nvml": "nvml.json",
 }
 # Other names a captured source may carry (`collect --from` accepts these too).
 SOURCE_ALTERNATES = {
@@ -102,6 +105,19 @@ class Facts:
                     return f"{fname}:{i}", line.strip()
         return None
 
+    def find_all(self, source: str, pattern: str) -> list[tuple[str, str]]:
+        """(``file:line``, the line stripped) of every line of the captured source matching ``pattern``."""
+        rx = re.compile(pattern)
+        out: list[tuple[str, str]] = []
+        for fname in self._files_of(source):
+            data = self.raw.get(fname)
+            if data is None:
+                continue
+            for i, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+                if rx.search(line):
+                    out.append((f"{fname}:{i}", line.strip()))
+        return out
+
     def _files_of(self, source: str) -> tuple[str, ...]:
         return (SOURCE_FILES.get(source, source), *SOURCE_ALTERNATES.get(source, ()))
 
@@ -129,6 +145,60 @@ class Facts:
             return why
         part = self.snapshot.partial.get(source)
         return f"{source}: partial: {part}" if part is not None else None
+
+    def captured(self, source: str) -> bool:
+        """The source's output is among the evidence: a captured file, or a probe that answered."""
+        entry = self.sources.get(source)
+        if isinstance(entry, dict) and entry.get("status") == "ok":
+            return True
+        return any(f in self.raw for f in self._files_of(source))
+
+    def unread(self, source: str, holds_data: bool = False) -> str | None:
+        """Why ``source`` cannot show that something is absent - missing, unparsable, partial, or never
+        captured - or None when it was read whole (then "not listed there" means "not there").
+
+        ``holds_data``: the snapshot holds values parsed from this source (a snapshot.json has no files
+        to look at; a source that filled its field was read unless it is marked partial)."""
+        why = self.incomplete(source)
+        if why is not None:
+            return why
+        if self.captured(source) or holds_data:
+            return None
+        entry = self.sources.get(source)
+        if isinstance(entry, dict) and entry.get("message"):
+            return f"{source}: {entry.get('status') or 'not captured'}: {entry['message']}"
+        return f"{source}: not captured ({SOURCE_FILES.get(source, source)} not among the evidence)"
+
+    GPU_SOURCES = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml", "vllm-collect-env")
+
+    def gpus_where(self, needle: str | None = None) -> str:
+        """Where the GPU list was read: ``file:line`` of ``needle`` in whichever GPU source was captured
+        (the nvidia-smi table, -q, --query-gpu, NVML, collect-env), else that file, else "GPU list"."""
+        for source in self.GPU_SOURCES:
+            hit = self.find(source, needle) if needle else None
+            if hit is not None:
+                return hit[0]
+        for source in self.GPU_SOURCES:
+            if self.captured(source):
+                return self._file_of(source)
+        return "GPU list"
+
+    def gpu_list_partial(self) -> str | None:
+        """Why the GPU list may be short (a table cut off, an excerpt), or None when a GPU source was read
+        whole: then "N GPUs" is the node's count, not a lower bound."""
+        sources = self.GPU_SOURCES
+        whole = [s for s in sources if self.captured(s) and self.incomplete(s) is None]
+        if whole:
+            return None
+        partial = [f"{s}: partial: {self.snapshot.partial[s]}" for s in sources if s in self.snapshot.partial]
+        return partial[0] if partial else None
+
+    def board(self) -> Board | None:
+        """The board kind (GPU count, NVLink wiring) of the node's most common GPU, from hardware.yaml."""
+        names = self.gpu_names
+        if not names:
+            return None
+        return board_for(max(set(names), key=names.count))
 
     # --- which Python environment / vLLM the evidence describes ----------------------------------
     def python_env(self) -> tuple[bool | None, str]:
@@ -275,8 +345,36 @@ class Facts:
 
     def rdma_devices(self) -> list[str]:
         devs = [p.ib_dev for p in self.snapshot.rdma if p.ib_dev]
+        devs += [p.device for p in self.snapshot.ib_ports if p.device and p.device not in devs]
         devs += [v for v in self.snapshot.topology.nic_legend.values() if v not in devs]
         return devs
+
+    def rdma_devices_where(self, devices: list[str]) -> str:
+        """``file:line`` (or the source) that lists the first of ``devices``: ibdev2netdev, the port listing,
+        or the topology's NIC legend - whichever actually showed it."""
+        if not devices:
+            return "no RDMA device listed"
+        first = devices[0]
+        shown = f"RDMA devices {', '.join(devices[:4])}{' ...' if len(devices) > 4 else ''}"
+        if any(p.ib_dev == first for p in self.snapshot.rdma):
+            return f"{self.where('ibdev2netdev', first)} {shown}"
+        port = next((p for p in self.snapshot.ib_ports if p.device == first), None)
+        if port is not None:
+            return f"{port.source or 'port listing'}: {shown}"
+        return f"{self.where('nvidia-smi-topo-m', first)} {shown} (topo -m NIC legend)"
+
+    def rdma_absence_unproven(self) -> str | None:
+        """Why "no RDMA device" cannot be concluded, or None when ibdev2netdev (or the port listing) and the
+        topology were read whole and list none."""
+        port_sources = {p.source for p in self.snapshot.ib_ports if p.source}
+        why = [
+            self.unread("ibdev2netdev", bool(self.snapshot.rdma)),
+            self.unread("nvidia-smi-topo-m", bool(self.snapshot.topology.devices)),
+        ]
+        if self.snapshot.ib_ports and all(self.incomplete(s) is None for s in port_sources):
+            why[0] = None
+        reasons = [w for w in why if w]
+        return "; ".join(reasons) if reasons else None
 
     def mnnvl(self) -> bool:
         if self.hardware() in MNNVL_HARDWARE:

@@ -24,9 +24,11 @@ RuleFunc = Callable[["Facts", "Recipe"], list[Finding]]
 
 RULE_MODULES: list[str] = [
     "vllm_medic.checks.rules_driver",
+    "vllm_medic.checks.rules_gpu_health",
     "vllm_medic.checks.rules_image",
     "vllm_medic.checks.rules_layout",
     "vllm_medic.checks.rules_network",
+    "vllm_medic.checks.rules_topology",
     "vllm_medic.checks.rules_cache",
     "vllm_medic.checks.rules_recipe",
     "vllm_medic.health.check_rules",  # Xid, fabric, container limits, in-image (src/vllm_medic/health)
@@ -43,7 +45,7 @@ class Rule:
     docs: tuple[str, ...]
     func: RuleFunc = field(compare=False, repr=False)
     order: int = 0
-    by_hand: str = ""  # the command that captures the evidence: the default fix of not_checked (and info)
+    by_hand: str = ""  # the command that captures the evidence: every not_checked finding ends with it
 
     def finding(
         self,
@@ -61,14 +63,42 @@ class Rule:
             category=Category(category or self.category),
             title=title,
             evidence=[str(e) for e in evidence],
-            fix=self._default_fix(Severity(severity)) if fix is None else list(fix),
+            fix=self._fix_for(Severity(severity), fix),
             docs=list(self.docs) if docs is None else list(docs),
+        )
+
+    def _fix_for(self, severity: Severity, fix: list[str] | None) -> list[str]:
+        if fix is None:
+            return self._default_fix(severity)
+        steps = list(fix)
+        if severity is Severity.NOT_CHECKED and self.by_hand and self.capture_step() not in steps:
+            steps.append(self.capture_step())  # a not-checked verdict always says how to capture the evidence
+        return steps
+
+    def not_checked(
+        self, title: str, missing: list[str], fix: list[str] | None = None, docs: list[str] | None = None
+    ) -> Finding:
+        """What could not be checked: ``missing`` says which evidence was absent, unreadable or partial;
+        the fix always ends with the command that captures it (``by_hand``)."""
+        return self.finding(Severity.NOT_CHECKED, title, missing, fix, docs=docs)
+
+    def not_applicable(self, title: str, evidence: list[str]) -> Finding:
+        """The rule does not apply here (the recipe sets no such requirement, another platform): `info`,
+        never a pass - nothing was checked."""
+        return self.finding(Severity.INFO, title, evidence, [])
+
+    def capture_step(self) -> str:
+        return (
+            f"Capture it: {self.by_hand} (saved under its canonical name in a directory, "
+            "`vllm-medic check --from DIR` reads it)."
         )
 
     def _default_fix(self, severity: Severity) -> list[str]:
         if severity in (Severity.WARN, Severity.FAIL):
             return list(self.fix)
-        if severity in (Severity.INFO, Severity.NOT_CHECKED) and self.by_hand:
+        if severity is Severity.NOT_CHECKED and self.by_hand:
+            return [self.capture_step()]
+        if severity is Severity.INFO and self.by_hand:
             return [f"Check by hand: {self.by_hand}"]
         return []
 

@@ -60,10 +60,9 @@ def prefix_caching_explicit(facts: Facts, recipe: Recipe, r: Rule) -> list[Findi
         ev.append(cfg_ev)
     if not facts.launch_known:
         return [
-            r.finding(
-                "info",
+            r.not_checked(
                 "Launch not known: prefix-caching flag not checked",
-                ev or ["no launch"],
+                ev or [facts.unread("launch") or "no launch"],
                 ["Pass --launch 'vllm serve ...'."],
             )
         ]
@@ -97,8 +96,27 @@ def prefix_caching_explicit(facts: Facts, recipe: Recipe, r: Rule) -> list[Findi
                 ev + ["launch: flag absent"],
             )
         ]
+    if facts.model_config is None:
+        return [
+            r.not_checked(
+                "--enable-prefix-caching not passed; whether this model defaults it on is unknown without its "
+                "config.json",
+                ev
+                + [
+                    f"{facts.launch_where('serve')}: flag absent",
+                    f"model {facts.snapshot.launch.model or facts.arg('model') or '?'} is not a known hybrid "
+                    "(hybrid models default prefix caching off)",
+                ],
+                [
+                    "Pass --model PATH (the model directory or its config.json), or add --enable-prefix-caching "
+                    "(harmless on ordinary models)."
+                ],
+            )
+        ]
     return [
         r.finding(
-            "pass", "Prefix caching on by default for this model", ev + ["launch: flag absent (default on)"]
+            "pass",
+            "Prefix caching on by default for this model (attention layers only)",
+            ev + [f"{facts.launch_where('serve')}: flag absent (default on)"],
         )
     ]

@@ -18,11 +18,11 @@ RELEASE_NOTES = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.h
 def _driver_where(facts: Facts, version: str | None) -> str:
     """``file:line`` of the driver version in whichever nvidia-smi output (or NVML dump) carried it."""
     if version:
-        for source in ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml.json"):
+        for source in ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml.json", "vllm-collect-env"):
             hit = facts.find(source, version)
             if hit is not None:
                 return hit[0]
-    return facts.where("nvidia-smi", "Driver Version")
+    return facts.gpus_where("Driver Version")
 
 
 def _driver_version(facts: Facts) -> tuple[str | None, str]:
@@ -70,13 +70,21 @@ def driver_answers(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     err = facts.snapshot.error_for("nvidia-smi")
     detail = d.status_detail or (err.message if err else "")
     ev = [f"nvidia-smi status: {d.status}"] + _failure_lines(facts, d.status, detail)
-    if d.status == "ok" or (d.version and d.status in ("unknown", "")):
+    if (d.status == "ok" or d.status in ("unknown", "")) and d.version:
         cuda = f", CUDA Version {d.cuda_version}" if d.cuda_version else ""
         return [
             r.finding(
                 "pass",
                 f"NVIDIA driver {d.version} loaded{cuda}",
                 [f"{_driver_where(facts, d.version)} Driver Version: {d.version}{cuda}"],
+            )
+        ]
+    if d.status == "ok":  # a GPU list came back, but no line carried the driver version
+        return [
+            r.not_checked(
+                "Driver version not checked: the output lists GPUs but no driver version",
+                [facts.gpus_where("GPU"), *ev],
+                ["Capture the whole `nvidia-smi` table (its header carries 'Driver Version')."],
             )
         ]
     handler = _DRV001_BY_STATUS.get(d.status)
@@ -86,10 +94,10 @@ def driver_answers(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         return [handler(facts, r, ev)]
     if d.status == "error" and "unknown error" in " ".join(ev).lower():
         return [_nvml_unknown_error(facts, r, ev)]
-    if d.status == "error" or err is not None:
+    if d.status == "error" or (err is not None and err.kind in ("nonzero", "error")):
         return [
             r.finding(
-                "fail" if d.status == "error" or err.kind in ("nonzero", "error") else "info",  # type: ignore[union-attr]
+                "fail",
                 f"nvidia-smi failed: {detail or (err.kind if err else 'error')}",
                 ev
                 + ([f"exit code {err.exit_code}"] if err is not None and err.exit_code is not None else []),
@@ -101,11 +109,18 @@ def driver_answers(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                 ],
             )
         ]
+    if err is not None:  # captured but not readable (unparsable, not applicable): nothing proven either way
+        return [
+            r.not_checked(
+                f"Driver not checked: the nvidia-smi output could not be read ({err.kind})",
+                [facts.missing("nvidia-smi") or f"nvidia-smi: {err.kind}"],
+                ["Capture the whole `nvidia-smi` output (not an excerpt) as nvidia-smi.txt."],
+            )
+        ]
     return [
-        r.finding(
-            "info",
-            "Could not check the driver: nvidia-smi output not collected",
-            ev,
+        r.not_checked(
+            "Driver not checked: no nvidia-smi output",
+            [facts.unread("nvidia-smi") or "nvidia-smi: not captured", *ev],
             ["Capture `nvidia-smi > nvidia-smi.txt` on the node and re-run with `--from DIR`."],
         )
     ]
@@ -159,7 +174,7 @@ def _not_found(facts: Facts, r: Rule, ev: list[str]) -> Finding:
             "On the host: `nvidia-smi` must work there first (`lspci | grep -i nvidia`, install the driver).",
         ]
         ev = ev + [f"running in a container ({facts.snapshot.container.runtime or 'runtime unknown'})"]
-    return r.finding("fail", f"No NVIDIA driver in {where}: nvidia-smi not found", ev, fix)
+    return r.finding("fail", f"No NVIDIA driver reachable in {where}: nvidia-smi not found", ev, fix)
 
 
 def _no_driver(facts: Facts, r: Rule, ev: list[str]) -> Finding:
@@ -316,6 +331,9 @@ _DRV001_BY_STATUS = {
 }
 
 
+_ASSUMED = "no image inspected or in the launch: the recipe image is"
+
+
 def _image_cuda(facts: Facts, recipe: Recipe) -> tuple[str | None, str]:
     img = facts.snapshot.image
     if img.cuda_version:
@@ -342,7 +360,7 @@ def _image_cuda(facts: Facts, recipe: Recipe) -> tuple[str | None, str]:
         if spec.cuda and tag is None:
             return (
                 spec.cuda,
-                f"no image inspected; assuming the recipe image {spec.tag} (CUDA {spec.cuda}; {spec.source})",
+                f"{_ASSUMED} {spec.tag} (CUDA {spec.cuda}; {spec.source}), not the image in use",
             )
     if tag is not None and ("docker-image-inspect.json" in facts.raw):
         return None, (
@@ -380,19 +398,18 @@ def driver_vs_cuda(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     drv, drv_ev = _driver_version(facts)
     if facts.family() == "amd" and drv is None:
         return [
-            r.finding(
-                "pass",
+            r.not_applicable(
                 "AMD hardware: no NVIDIA driver/CUDA pairing to check",
-                [f"hardware {facts.hardware()}"],
+                [f"hardware {facts.hardware()}" + (" (--hardware)" if facts.hardware_override else "")],
             )
         ]
     cuda, cuda_ev = _image_cuda(facts, recipe)
+    assumed = cuda_ev.startswith(_ASSUMED)
     floor = recipe.driver
     if drv is None:
         return [
-            r.finding(
-                "info",
-                "Could not compare driver and CUDA: driver version unknown",
+            r.not_checked(
+                "Driver vs CUDA not checked: driver version unknown",
                 [drv_ev, cuda_ev],
                 ["Fix DRV001 first, or capture `nvidia-smi` output into the bundle."],
             )
@@ -413,19 +430,30 @@ def driver_vs_cuda(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                 fix,
             )
         ]
-    if cuda is None:
-        sev = "pass" if floor is not None else "info"
+    if floor is not None:
+        ev.append(f"recipe {recipe.name} floor {floor.min_version} ({floor.branch}): met")
+    if cuda is None or assumed:
         title = (
-            f"Driver {drv} meets the recipe floor {floor.min_version}; image CUDA unknown"
+            f"Driver {drv} meets the recipe floor {floor.min_version}; the image's CUDA not checked"
             if floor
-            else "Could not compare driver and image CUDA: image CUDA unknown"
+            else "Driver vs image CUDA not checked: the image's CUDA is unknown"
         )
+        if cuda is not None:
+            title += f" (the recipe image would need CUDA {cuda})"
         return [
-            r.finding(sev, title, ev, ["Bundle `docker image inspect IMAGE` (or pass --image to collect)."])
+            r.not_checked(
+                title,
+                ev,
+                ["Bundle `docker image inspect IMAGE` (or pass --image to collect) for the image in use."],
+            )
         ]
     native, fam = native_requirement(cuda), family_floor(cuda)
     if native is None and fam is None:
-        return [r.finding("info", f"CUDA {cuda} is not in the shipped driver table", ev)]
+        return [
+            r.not_checked(
+                f"Driver vs CUDA {cuda} not checked: CUDA {cuda} is not in the shipped driver table", ev
+            )
+        ]
     need = native or fam
     assert need is not None
     ev.append(f"CUDA {need.cuda} needs driver >= {need.min_driver} ({need.release}; {need.source})")
@@ -512,13 +540,20 @@ def toolkit_not_driver(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                 ],
             )
         ]
+    nvcc_err = facts.snapshot.error_for("nvcc-version")
+    if tk is None and nvcc_err is not None and nvcc_err.kind == "missing":
+        return [
+            r.not_applicable(
+                "No CUDA toolkit on PATH (nvcc not found): nothing to mistake for the driver",
+                [facts.missing("nvcc-version") or "nvcc-version: missing", "CUDA_VERSION not set"],
+            )
+        ]
     if tk is None or drv_cuda is None:
         return [
-            r.finding(
-                "info",
-                "Toolkit vs driver not compared (one side not collected)",
-                [tk_ev, f"driver CUDA Version: {drv_cuda or 'unknown'}"],
-                ["Compare `nvcc --version` with `nvidia-smi` 'CUDA Version' by hand if a build fails."],
+            r.not_checked(
+                "Toolkit vs driver not checked: "
+                + ("no toolkit version" if tk is None else "the driver's CUDA Version is unknown"),
+                [tk_ev, f"driver CUDA Version: {drv_cuda or facts.unread('nvidia-smi') or 'unknown'}"],
             )
         ]
     ev = [
@@ -582,22 +617,14 @@ def mixed_cuda_wheels(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     us = {k: v for k, v in facts.snapshot.python.cuda_userspace.items() if v}
     server_env, env_ev = facts.python_env()
     if not facts.snapshot.python.packages and not us:
-        return [
-            r.finding(
-                "info",
-                "Python packages not collected: CUDA wheels not checked",
-                [env_ev],
-                ["Run `pip freeze | grep -i nvidia` in the serving environment."],
-            )
-        ]
+        return [r.not_checked("CUDA wheels not checked: no Python package list", [env_ev])]
     majors = sorted(us)
     seen = [f"cu{m}: {', '.join(us[m][:4])}{' ...' if len(us[m]) > 4 else ''}" for m in majors]
     if server_env is False:
         return [
-            r.finding(
-                "info",
-                "Not the server's environment: the inspected Python has no vLLM, so its CUDA wheels say "
-                "nothing about the server",
+            r.not_checked(
+                "CUDA wheels of the server not checked: the inspected Python has no vLLM (not the server's "
+                "environment)",
                 [env_ev, *seen],
                 [
                     "Put the server's `vllm` on PATH when collecting (its interpreter is then inspected), or run "
@@ -607,8 +634,25 @@ def mixed_cuda_wheels(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             )
         ]
     if len(majors) <= 1:
-        title = f"NVIDIA wheels: cu{majors[0]} only" if majors else "No nvidia-*-cu12/13 wheels installed"
-        return [r.finding("pass", title, [env_ev] + [f"{len(us.get(m, []))} cu{m} wheels" for m in majors])]
+        partial = facts.unread("pip-freeze", True) or facts.incomplete("vllm-collect-env")
+        counted = [f"{len(us.get(m, []))} cu{m} wheels" for m in majors]
+        if partial:
+            return [
+                r.not_checked(
+                    f"Only cu{majors[0]} wheels in a partial package list: the other major may be in the part "
+                    "not shown"
+                    if majors
+                    else "No nvidia-*-cu12/13 wheel in a partial package list: not checked",
+                    [env_ev, partial, *counted],
+                    ["Capture the whole `pip freeze` (or `vllm collect-env`) of the serving environment."],
+                )
+            ]
+        title = (
+            f"NVIDIA wheels: cu{majors[0]} only"
+            if majors
+            else "No nvidia-*-cu12/13 wheel in the package list"
+        )
+        return [r.finding("pass", title, [env_ev, *counted])]
     ev = [env_ev, *seen]
     libs = {m: {_lib_name(s) for s in us[m]} for m in majors}
     both = set.intersection(*libs.values())
@@ -637,23 +681,21 @@ def torch_vs_driver(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     server_env, env_ev = facts.python_env()
     if t.cuda and server_env is False:
         return [
-            r.finding(
-                "info",
-                "torch CUDA vs driver not compared: the inspected Python is not the server's environment",
+            r.not_checked(
+                "torch CUDA vs driver not checked: the inspected Python is not the server's environment",
                 [env_ev, f"torch {t.version or '?'} CUDA {t.cuda} there"],
                 ["Check with the server's Python: `python -c 'import torch; print(torch.version.cuda)'`."],
             )
         ]
     if not t.cuda or not drv_cuda:
         return [
-            r.finding(
-                "info",
-                "torch CUDA vs driver not compared (one side not collected)",
+            r.not_checked(
+                "torch CUDA vs driver not checked: "
+                + ("torch's CUDA build unknown" if not t.cuda else "the driver's CUDA Version unknown"),
                 [
-                    f"torch {t.version or '?'} CUDA {t.cuda or 'unknown'}",
-                    f"driver CUDA Version {drv_cuda or 'unknown'}",
+                    f"torch {t.version or '?'} CUDA {t.cuda or 'unknown'} ({env_ev})",
+                    f"driver CUDA Version {drv_cuda or facts.unread('nvidia-smi') or 'unknown'}",
                 ],
-                ["Check by hand: `python -c 'import torch; print(torch.version.cuda)'` vs nvidia-smi."],
             )
         ]
     ev = [f"torch {t.version or '?'} built with CUDA {t.cuda}", f"driver supports up to CUDA {drv_cuda}"]
@@ -693,15 +735,24 @@ def torch_vs_driver(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
 def gpu_rows_show_err(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     bad = facts.snapshot.extra.get("gpus_showing_err") or []
     if not isinstance(bad, list) or not bad:
-        if not facts.snapshot.gpus:
+        table = facts.find("nvidia-smi", "MiB")
+        why = facts.incomplete("nvidia-smi") or (
+            None if table is not None else "nvidia-smi.txt: no GPU table among the evidence"
+        )
+        if why is not None or not facts.snapshot.gpus:
             return [
-                r.finding(
-                    "info",
-                    "GPU rows not checked for ERR!: no nvidia-smi table",
-                    [facts.missing("nvidia-smi") or "no GPUs listed"],
+                r.not_checked(
+                    "GPU rows not checked for ERR!: no whole nvidia-smi table",
+                    [why or facts.unread("nvidia-smi") or "no GPUs listed"],
                 )
             ]
-        return [r.finding("pass", f"No ERR! in the {len(facts.snapshot.gpus)} GPU rows", [])]
+        return [
+            r.finding(
+                "pass",
+                f"No ERR! in the nvidia-smi table's {len(facts.snapshot.gpus)} GPU rows",
+                [f"{facts._file_of('nvidia-smi')}: {len(facts.snapshot.gpus)} GPU rows, none with ERR!"],
+            )
+        ]
     ev = []
     hit = facts.find("nvidia-smi", "ERR!")
     if hit is not None:
@@ -742,19 +793,34 @@ def kernel_module_flavour(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding
     family = facts.family()
     needs_open = family == "blackwell" or any("GH200" in n.upper() for n in facts.gpu_names)
     if open_module is None:
-        why = facts.missing("proc-driver-nvidia-version") or "no /proc/driver/nvidia/version captured"
+        why = facts.unread("proc-driver-nvidia-version") or "no /proc/driver/nvidia/version captured"
         if needs_open:
             return [
-                r.finding(
-                    "info", "Kernel module flavour not collected: Blackwell needs the open modules", [why]
+                r.not_checked(
+                    f"Kernel module flavour not checked: {facts.hardware() or 'these'} GPUs need the open modules",
+                    [why, f"hardware: {facts.hardware()}"],
                 )
             ]
         if not facts.snapshot.gpus:
+            return [r.not_checked("Kernel module flavour not checked: no GPU seen", [why])]
+        if family in ("hopper", "ampere"):
+            names = sorted(set(facts.gpu_names))
             return [
-                r.finding("info", "Kernel module flavour not checked: no NVIDIA module or GPU seen", [why])
+                r.finding(
+                    "pass",
+                    f"{facts.hardware()} GPUs run on either kernel module flavour",
+                    [
+                        f"{facts.gpus_where(names[0])} GPU {', '.join(names)} ({family}: open and proprietary "
+                        "modules both support it)",
+                        why,
+                    ],
+                )
             ]
         return [
-            r.finding("pass", f"Any kernel module flavour drives {facts.hardware() or 'these GPUs'}", [why])
+            r.not_checked(
+                "Kernel module flavour not checked: this GPU's supported flavours are not in the tool's data",
+                [why, f"GPU {', '.join(sorted(set(facts.gpu_names)))}"],
+            )
         ]
     flavour = "open" if open_module else "proprietary"
     ev = [f"{where} ({flavour} kernel modules)", f"hardware: {facts.hardware() or 'unknown'}"]

@@ -23,6 +23,22 @@ def _image(facts: Facts) -> tuple[str | None, str]:
     return None, facts.missing("docker-image-inspect") or "no image inspected and none in the launch"
 
 
+def _inspected(facts: Facts) -> str | None:
+    """Evidence that the image exists (an inspect with an Id or digest), or None."""
+    img = facts.snapshot.image
+    if not (img.id or img.digest):
+        return None
+    shown = img.digest or img.id or ""
+    return f"{facts.where('docker-image-inspect', shown[:19])} inspected: {shown[:80]}"
+
+
+def _not_inspected(facts: Facts, image: str) -> str:
+    why = facts.missing("docker-image-inspect")
+    if why is not None:
+        return why
+    return f"{image} not inspected (no docker-image-inspect.json)"
+
+
 def _split_tag(image: str) -> tuple[str, str]:
     ref = image.split("@", 1)[0]
     last = ref.rsplit("/", 1)[-1]
@@ -46,8 +62,7 @@ def image_tag(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     image, ev = _image(facts)
     if image is None:
         return [
-            r.finding(
-                "info",
+            r.not_checked(
                 "Image not checked: no image known",
                 [ev],
                 ["Pass --image to collect, or bundle docker-image-inspect.json."],
@@ -63,8 +78,23 @@ def image_tag(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                     list(bad.fix),
                 )
             ]
+    inspected = _inspected(facts)
     if not recipe.images:
-        return [r.finding("pass", f"Image {image} (recipe {recipe.name} pins no image)", [ev])]
+        if inspected is None:
+            return [
+                r.not_checked(
+                    f"Image {image}: no known-bad tag, but whether it exists was not checked",
+                    [ev, f"recipe {recipe.name} pins no image", _not_inspected(facts, image)],
+                    [f"Inspect it where it runs: `docker image inspect {image}` (or `docker pull {image}`)."],
+                )
+            ]
+        return [
+            r.finding(
+                "pass",
+                f"Image {image} exists where it was inspected and matches no known-bad tag",
+                [ev, inspected, f"recipe {recipe.name} pins no image"],
+            )
+        ]
     repo, tag = _split_tag(image)
     for spec in recipe.images:
         srepo, stag = _split_tag(spec.tag)
@@ -129,13 +159,32 @@ def unverified_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if findings_ev:
         return [r.finding("warn", "Unverified experiment: floating tag or cu129 build", findings_ev)]
     if image is None and not v.raw:
-        return [r.finding("info", "Image/build not checked: neither image nor vLLM build known", [ev])]
+        return [r.not_checked("Image/build not checked: neither image nor vLLM build known", [ev])]
+    launch = facts.snapshot.launch
+    bare_metal = facts.launch_known and not launch.image and launch.source in ("argv", "file")
+    if image is None and not bare_metal:
+        return [
+            r.not_checked(
+                f"vLLM {v.raw} is not a cu129 build; the image it runs in was not identified",
+                [*v_ev, ev],
+                [
+                    "Name the image: bundle `docker image inspect IMAGE` or the launch (`docker run ... IMAGE`)."
+                ],
+            )
+        ]
     digest = facts.snapshot.image.digest
     pin = (
         [f"digest {digest}"] if digest else ["not pinned by digest: record it with `docker images --digests`"]
     )
-    what = image or f"vLLM {v.raw}"
-    return [r.finding("pass", f"{what} is not a floating/nightly/cu129 build", [ev, *pin])]
+    if image is None:
+        return [
+            r.finding(
+                "pass",
+                f"vLLM {v.raw} is a release build, not cu129, run without a container image",
+                [*v_ev, f"{facts.launch_where('vllm')}: the launch runs vLLM directly (no image)"],
+            )
+        ]
+    return [r.finding("pass", f"{image} is not a floating/nightly/cu129 build", [ev, *pin])]
 
 
 @rule(
@@ -157,8 +206,7 @@ def vllm_floor(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         server_env, env_ev = facts.python_env()
         why = facts.missing("vllm-version") or "no vLLM version"
         return [
-            r.finding(
-                "info",
+            r.not_checked(
                 "vLLM version not collected: floor not checked",
                 [why, *([env_ev] if server_env is False else []), *floors],
                 [
@@ -167,12 +215,11 @@ def vllm_floor(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             )
         ]
     if not recipe.vllm_floors:
-        return [r.finding("pass", f"vLLM {ver} (recipe {recipe.name} sets no floor)", ev_v)]
+        return [r.not_applicable(f"vLLM {ver}: recipe {recipe.name} sets no version floor", ev_v)]
     if is_dev_build(v.raw or ver) and (parse_version(ver) or (0,))[0:2] < (0, 2):
         return [
-            r.finding(
-                "info",
-                f"vLLM {v.raw or ver} is a dev build: cannot compare with the floor",
+            r.not_checked(
+                f"vLLM {v.raw or ver} is a dev build: floor not checked",
                 [*ev_v, *floors],
                 ["Check the build's git sha contains the model's support, or use a release image."],
             )
@@ -217,8 +264,7 @@ def architecture_known(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     cfg = facts.model_config
     if cfg is None:
         return [
-            r.finding(
-                "info",
+            r.not_checked(
                 "Model architecture not checked: no config.json",
                 ["pass --model PATH (a model directory or its config.json)"],
                 ["Re-run with `--model /path/to/model`."],
@@ -243,16 +289,15 @@ def architecture_known(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             continue
         ev.append(f"{name} needs vLLM >= {a.min_vllm} ({a.source})")
         if not ver:
-            return [r.finding("info", f"{name}: installed vLLM unknown, cannot decide", ev)]
+            return [r.not_checked(f"{name} not checked: installed vLLM unknown", ev)]
         if is_dev_build(v.raw or ver) and (parse_version(ver) or (0,))[0:2] < (0, 2):
-            return [r.finding("info", f"{name}: vLLM {v.raw} is a dev build, cannot decide", ev)]
+            return [r.not_checked(f"{name} not checked: vLLM {v.raw} is a dev build", ev)]
         if version_lt(ver, a.min_vllm):
             return [r.finding("fail", f"vLLM {ver} does not know {name} (needs >= {a.min_vllm})", ev)]
         return [r.finding("pass", f"vLLM {ver} registers {name}", ev)]
     return [
-        r.finding(
-            "info",
-            f"Architecture {', '.join(archs)} not in recipe {recipe.name}'s data: cannot decide from here",
+        r.not_checked(
+            f"Architecture {', '.join(archs)} not checked: not in recipe {recipe.name}'s data",
             ev,
             [r.fix[1]],
         )
@@ -283,18 +328,21 @@ def torch_vs_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     server_env, env_ev = facts.python_env()
     if t.cuda and server_env is False:
         return [
-            r.finding(
-                "info",
-                "torch CUDA vs image CUDA not compared: the inspected Python is not the server's environment",
+            r.not_checked(
+                "torch CUDA vs image CUDA not checked: the inspected Python is not the server's environment",
                 [env_ev, f"torch {t.version or '?'} CUDA {t.cuda} there", f"image CUDA {cuda or 'unknown'}"],
             )
         ]
     if not t.cuda or not cuda:
         return [
-            r.finding(
-                "info",
-                "torch CUDA vs image CUDA not compared (one side not collected)",
-                [f"torch CUDA {t.cuda or 'unknown'}", f"image CUDA {cuda or 'unknown'}"],
+            r.not_checked(
+                "torch CUDA vs image CUDA not checked: "
+                + ("torch's CUDA build unknown" if not t.cuda else "the image's CUDA unknown"),
+                [
+                    f"torch CUDA {t.cuda or 'unknown'} ({env_ev})",
+                    f"image CUDA {cuda or 'unknown'}"
+                    + ("" if cuda else f" ({facts.unread('docker-image-inspect') or 'no CUDA_VERSION'})"),
+                ],
             )
         ]
     ev = [f"torch {t.version or '?'} built with CUDA {t.cuda}", f"{src} image CUDA {cuda}"]
@@ -316,11 +364,15 @@ def torch_vs_image(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
 def required_flags(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     flags = [f for f in recipe.required_flags if f.category != "prefix_cache"]
     if not flags:
-        return [r.finding("pass", f"Recipe {recipe.name} requires no model-code flags", [])]
+        return [
+            r.not_applicable(
+                f"Recipe {recipe.name} requires no model-code flags",
+                [f"recipe {recipe.name}: no required_flags outside prefix caching"],
+            )
+        ]
     if not facts.launch_known:
         return [
-            r.finding(
-                "info",
+            r.not_checked(
                 "Launch command not known: required flags not checked",
                 [f"needs {f.flag} ({f.source})" for f in flags],
                 [

@@ -15,9 +15,8 @@ def _gpu_summary(facts: Facts) -> str:
     gpus = facts.snapshot.gpus
     names = sorted({g.name for g in gpus if g.name})
     mem = gpus[0].memory_total_mib if gpus else None
-    return (
-        f"{facts.where('nvidia-smi', names[0] if names else 'MiB')} {len(gpus)} x {', '.join(names) or '?'}"
-        + (f" ({mem} MiB each)" if mem else "")
+    return f"{facts.gpus_where(names[0] if names else 'MiB')} {len(gpus)} x {', '.join(names) or '?'}" + (
+        f" ({mem} MiB each)" if mem else ""
     )
 
 
@@ -39,18 +38,16 @@ def gpu_baseline(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     per_node = facts.gpus_per_node()
     if not recipe.hardware and recipe.strategy_min_gpus is None:
         return [
-            r.finding(
-                "pass",
+            r.not_applicable(
                 f"Recipe {recipe.name} sets no hardware baseline",
-                [_gpu_summary(facts)] if per_node else [],
+                [_gpu_summary(facts)] if per_node else [f"recipe {recipe.name}: no hardware baselines"],
             )
         ]
     if per_node is None:
         return [
-            r.finding(
-                "info",
+            r.not_checked(
                 "GPU count not checked: no GPUs seen",
-                [facts.missing("nvidia-smi") or "nvidia-smi listed no GPUs"],
+                [facts.unread("nvidia-smi") or "nvidia-smi listed no GPUs"],
                 ["Fix DRV001, or pass --hardware and a bundle from a GPU node."],
             )
         ]
@@ -78,6 +75,15 @@ def gpu_baseline(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     total = per_node * (nodes or 1)
     if total >= need:
         return [r.finding("pass", f"{total} x {hw} meets the baseline of {need}", ev)]
+    cut = facts.gpu_list_partial()
+    if cut is not None:
+        return [
+            r.not_checked(
+                f"GPU count not checked: the GPU list is partial ({per_node} listed, the baseline is {need})",
+                [*ev, cut],
+                ["Capture the whole `nvidia-smi` (or `nvidia-smi -L`) output."],
+            )
+        ]
     if nodes is None:
         return [
             r.finding(
@@ -105,14 +111,17 @@ def gpu_baseline(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
 )
 def weights_fit(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if recipe.weights is None:
-        return [r.finding("pass", f"Recipe {recipe.name} gives no weight size", [])]
+        return [
+            r.not_applicable(
+                f"Recipe {recipe.name} gives no weight size", [f"recipe {recipe.name}: no weights.gb"]
+            )
+        ]
     mems = [g.memory_total_mib for g in facts.snapshot.gpus if g.memory_total_mib]
     if not mems:
         return [
-            r.finding(
-                "info",
+            r.not_checked(
                 "GPU memory not known: weights fit not checked",
-                [facts.missing("nvidia-smi") or "no GPU memory totals"],
+                [facts.unread("nvidia-smi") or "no GPU memory totals"],
             )
         ]
     nodes, nodes_ev = facts.nnodes()
@@ -120,12 +129,19 @@ def weights_fit(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     total_gb = per_node_gb * (nodes or 1)
     need = float(recipe.weights.value)
     ev = [
-        f"{facts.where('nvidia-smi', 'MiB')} {len(mems)} GPUs x {mems[0]} MiB = {per_node_gb:.0f} GB per node",
+        f"{facts.gpus_where('MiB')} {len(mems)} GPUs x {mems[0]} MiB = {per_node_gb:.0f} GB per node",
         f"nodes: {nodes or 'unknown (counted 1)'} ({nodes_ev}) -> {total_gb:.0f} GB",
         f"weights need {need:.0f} GB ({recipe.weights.source})",
     ]
     if total_gb >= need:
         return [r.finding("pass", f"{total_gb:.0f} GB of GPU memory holds {need:.0f} GB of weights", ev)]
+    cut = facts.gpu_list_partial()
+    if cut is not None:
+        return [
+            r.not_checked(
+                f"Weights fit not checked: the GPU list is partial ({len(mems)} GPUs listed)", [*ev, cut]
+            )
+        ]
     nodes_needed = -(-need // per_node_gb)
     sev = "fail" if nodes is not None else "warn"
     return [
@@ -176,8 +192,7 @@ def _visible_count(facts: Facts, host: int) -> tuple[int, list[str]]:
 def layout_fits(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if not facts.launch_known:
         return [
-            r.finding(
-                "info",
+            r.not_checked(
                 "Launch command not known: parallel layout not checked",
                 ["no launch in the snapshot and no --launch given"],
                 ["Pass --launch 'vllm serve ...' to check TP/PP/DP against the GPUs."],
@@ -198,14 +213,14 @@ def layout_fits(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     host = facts.gpus_per_node()
     if host is None:
         return [
-            r.finding(
-                "info",
+            r.not_checked(
                 "GPUs per node unknown: layout not checked",
-                ev + [facts.missing("nvidia-smi") or "no GPUs listed"],
+                ev + [facts.unread("nvidia-smi") or "no GPUs listed"],
             )
         ]
+    cut = facts.gpu_list_partial()
     visible, vis_ev = _visible_count(facts, host)
-    ev.append(f"{facts.where('nvidia-smi', 'MiB')} {host} GPUs on this node; {visible} visible to the server")
+    ev.append(f"{facts.gpus_where('MiB')} {host} GPUs on this node; {visible} visible to the server")
     ev += vis_ev
     nodes, nodes_ev = facts.nnodes()
     ev.append(f"nodes: {nodes if nodes else 'unknown'} ({nodes_ev})")
@@ -218,7 +233,7 @@ def layout_fits(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                     ev,
                 )
             ]
-        return [r.finding("info", "Multi-node layout: per-node share not derivable from the launch", ev)]
+        return [r.not_checked("Multi-node layout not checked: the per-node share is not in the launch", ev)]
     if dpl:
         per_node = tp * pp * dpl if pp == 1 or nodes == 1 else tp * dpl
     else:
@@ -226,6 +241,28 @@ def layout_fits(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
             return [r.finding("fail", f"{world} GPUs do not split evenly over {nodes} nodes", ev)]
         per_node = world // nodes
     ev.append(f"per node: {per_node} GPUs")
+    if per_node > visible and cut is not None:
+        return [
+            r.not_checked(
+                f"Layout needs {per_node} GPUs per node; the partial GPU list shows {visible}", [*ev, cut]
+            )
+        ]
+    board = facts.board()
+    if per_node > visible and board is not None and board.missing_gpus(host):
+        ev.append(f"{board.board}: {board.gpus} GPUs per board, {host} seen ({board.source})")
+        return [
+            r.finding(
+                "fail",
+                f"Layout needs {per_node} GPUs per node; {visible} are visible: a GPU is missing from the board",
+                ev,
+                [
+                    f"Do not shrink the layout to the {host} GPUs left: a GPU is missing from the board (LAY005), "
+                    "and a smaller TP only hides the fault.",
+                    "Restore it first (`lspci | grep -i nvidia`, `sudo dmesg -T | grep -i xid`), then launch with "
+                    f"the board's {board.gpus} GPUs.",
+                ],
+            )
+        ]
     if per_node > visible:
         return [r.finding("fail", f"Layout needs {per_node} GPUs per node; {visible} are visible", ev)]
     if per_node < visible:
@@ -251,8 +288,8 @@ def gpu_memory_held(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     gpus = facts.snapshot.gpus
     if not gpus:
         return [
-            r.finding(
-                "info", "GPU memory use not checked: no GPUs seen", [facts.missing("nvidia-smi") or "no GPUs"]
+            r.not_checked(
+                "GPU memory use not checked: no GPUs seen", [facts.unread("nvidia-smi") or "no GPUs"]
             )
         ]
     util = facts.arg("gpu_memory_utilization")
@@ -262,7 +299,7 @@ def gpu_memory_held(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         util_f = DEFAULT_GPU_MEMORY_UTILIZATION
     procs = facts.snapshot.gpu_processes
     ev = [
-        f"{facts.where('nvidia-smi', str(p.pid) if p.pid else 'MiB')} GPU {p.gpu_index} pid {p.pid} {p.name} {p.used_mib} MiB"
+        f"{facts.gpus_where(str(p.pid) if p.pid else 'MiB')} GPU {p.gpu_index} pid {p.pid} {p.name} {p.used_mib} MiB"
         for p in procs[:8]
     ]
     if len(procs) > 8:
@@ -284,9 +321,29 @@ def gpu_memory_held(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         ]
     if busy or procs:
         return [r.finding("warn", f"{len(procs) or len(busy)} process(es) hold GPU memory", ev)]
+    unknown = [g.index for g in gpus if g.memory_used_mib is None]
+    cut = facts.gpu_list_partial()
+    if unknown or cut:
+        return [
+            r.not_checked(
+                "GPU memory use not checked: "
+                + (
+                    f"used memory not shown for GPU(s) {', '.join(map(str, unknown))}"
+                    if unknown
+                    else "partial GPU list"
+                ),
+                [cut or f"{len(gpus) - len(unknown)} of {len(gpus)} GPUs show their used memory"],
+            )
+        ]
+    used = sorted({g.memory_used_mib for g in gpus if g.memory_used_mib is not None})
     return [
         r.finding(
-            "pass", "No process holds GPU memory", [f"{len(gpus)} GPUs, none with processes or >1 GiB used"]
+            "pass",
+            f"No process holds GPU memory on the {len(gpus)} GPUs listed",
+            [
+                f"{facts.gpus_where('MiB')} {len(gpus)} GPUs with {used[0]}-{used[-1]} MiB used, "
+                "no process listed"
+            ],
         )
     ]
 
@@ -309,15 +366,21 @@ def container_sees_fewer(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
     seen = facts.gpus_per_node()
     if seen is None:
         return [
-            r.finding(
-                "info", "GPU visibility not checked: no GPUs seen", [facts.missing("nvidia-smi") or "no GPUs"]
+            r.not_checked(
+                "GPU visibility not checked: no GPUs seen", [facts.unread("nvidia-smi") or "no GPUs"]
             )
         ]
     inside = snap.container.in_container
     view = " (inside a container)" if inside else " (on the host)" if inside is False else ""
-    ev = [f"{facts.where('nvidia-smi', 'MiB')} {seen} GPUs seen by nvidia-smi{view}"]
+    ev = [f"{facts.gpus_where('MiB')} {seen} GPUs listed{view}"]
+    cut = facts.gpu_list_partial()
+    if cut is not None:
+        return [r.not_checked(f"GPU count not checked: the GPU list is partial ({seen} listed)", [*ev, cut])]
     host_count = snap.extra.get("host_gpu_count")
     container_count = snap.extra.get("container_gpu_count")
+    missing = _missing_from_board(facts, seen, host_count)
+    if missing is not None:
+        return [missing(r, ev)]
     if isinstance(host_count, int) and isinstance(container_count, int) and container_count < host_count:
         src = snap.extra.get("container_gpu_count_source") or "in-image probe"
         ev += [
@@ -383,10 +446,12 @@ def container_sees_fewer(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
             ]
         if host_count is None:
             return [
-                r.finding(
-                    "info",
-                    "Inside a container: the host's GPU count is unknown",
-                    ev + ["run `nvidia-smi -L` on the host to compare"],
+                r.not_checked(
+                    f"Inside a container that sees {seen} GPUs: the host's GPU count is unknown",
+                    ev,
+                    [
+                        "Run `nvidia-smi -L` on the host (or `vllm-medic collect --image IMAGE` there) to compare."
+                    ],
                 )
             ]
     if isinstance(host_count, int) and isinstance(container_count, int):
@@ -394,7 +459,54 @@ def container_sees_fewer(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
             f"{snap.extra.get('container_gpu_count_source') or 'in-image probe'}: a container sees "
             f"{container_count} of {host_count}"
         )
-    return [r.finding("pass", f"The server sees all {seen} GPUs", ev)]
+    board = facts.board()
+    if board is not None and board.gpus == seen:
+        ev.append(f"{board.board}: {board.gpus} GPUs per board ({board.source})")
+    return [r.finding("pass", f"The server sees all {seen} GPUs nvidia-smi lists", ev)]
+
+
+def _missing_from_board(facts: Facts, seen: int, host_count: object):  # noqa: ANN202
+    """A GPU missing from a board of known size (7 on an 8-GPU HGX): the hardware path first, never "TP 7"."""
+    board = facts.board()
+    node = max(seen, host_count if isinstance(host_count, int) else 0)
+    if board is None or not board.missing_gpus(node):
+        return None
+    lower = _host_lower_bound(facts) if facts.snapshot.container.in_container else None
+    nvd = facts.snapshot.env.get("NVIDIA_VISIBLE_DEVICES", "")
+    if lower is not None and len([x for x in nvd.split(",") if x.strip()]) == seen:
+        return None  # a container deliberately given these GPUs (host indices listed)
+    buses = [g.bus_id for g in facts.snapshot.gpus if g.bus_id]
+
+    def make(r: Rule, ev: list[str]) -> Finding:
+        evidence = [
+            *ev,
+            f"{board.board}: a complete board carries {board.gpus} GPUs; {node} is neither a whole board nor a "
+            f"whole-GPU slice ({', '.join(map(str, board.partitions))}) ({board.source})",
+        ]
+        if buses:
+            evidence.append(f"bus ids seen: {', '.join(buses)}")
+        return r.finding(
+            "fail",
+            f"{node} of the board's {board.gpus} GPUs are seen: a GPU is missing from the bus or the driver",
+            evidence,
+            [
+                f"Is every GPU still on the PCI bus? `lspci -d 10de: | grep -iE '3D controller|VGA'` must list "
+                f"{board.gpus}; one missing, or shown as `rev ff`, has fallen off the bus (compare with the bus ids "
+                "nvidia-smi lists).",
+                "Find why it dropped: `sudo dmesg -T | grep -iE 'xid|fallen off the bus|RmInitAdapter'` (Xid 79 = "
+                "fallen off the bus; 48/63/64/94/95 = memory/ECC; 119/120 = GSP).",
+                "Drain the node (cordon it / take it out of the scheduler), then reset it: `sudo nvidia-smi -r` or "
+                "a reboot / power cycle; if the GPU stays missing, reseat it or open an RMA (serial from "
+                "`nvidia-smi -q`).",
+                f"Launch only when all {board.gpus} GPUs are back, with the layout sized for the whole board: do "
+                f"not shrink TP to {node} to fit the GPUs left.",
+                "If the node is a deliberate slice (a VM or container given fewer GPUs), check `--gpus`, "
+                "NVIDIA_VISIBLE_DEVICES and the VM size instead.",
+            ],
+            docs=["https://docs.nvidia.com/deploy/xid-errors/index.html", *r.docs],
+        )
+
+    return make
 
 
 def _nvidia_visible_devices(facts: Facts) -> tuple[str | None, str]:
@@ -468,11 +580,24 @@ def mig_enabled(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if not on:
         if not gpus:
             return [
-                r.finding(
-                    "info", "MIG mode not checked: no GPUs seen", [facts.missing("nvidia-smi") or "no GPUs"]
+                r.not_checked("MIG mode not checked: no GPUs seen", [facts.unread("nvidia-smi") or "no GPUs"])
+            ]
+        unknown = [g.index for g in gpus if not g.mig_mode]
+        if unknown:
+            return [
+                r.not_checked(
+                    f"MIG mode not checked: not shown for GPU(s) {', '.join(map(str, unknown[:8]))}",
+                    [f"{len(gpus) - len(unknown)} of {len(gpus)} GPUs show a MIG mode"],
                 )
             ]
-        return [r.finding("pass", "MIG is off: whole GPUs", [f"{len(gpus)} GPUs, none with MIG enabled"])]
+        modes = sorted({g.mig_mode or "" for g in gpus})
+        return [
+            r.finding(
+                "pass",
+                "MIG is off: whole GPUs",
+                [f"{facts.gpus_where('MIG')} {len(gpus)} GPUs, MIG mode {', '.join(modes)}"],
+            )
+        ]
     ev = []
     hit = facts.find("nvidia-smi", "MIG devices") or facts.find("nvidia-smi-q", "mig_mode")
     if hit is not None:

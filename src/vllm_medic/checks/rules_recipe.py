@@ -87,14 +87,17 @@ def follows_profile(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     off = recipe.official
     if off is None:
         return [
-            r.finding(
-                "pass",
+            r.not_applicable(
                 f"Recipe {recipe.name} has no official launch profile to compare",
                 ["load an official vllm-project/recipes model file with --recipe PATH to compare"],
             )
         ]
     if not facts.launch_known:
-        return [r.finding("info", "Launch not known: recipe profile not compared", ["no launch"])]
+        return [
+            r.not_checked(
+                "Launch not known: recipe profile not compared", [facts.unread("launch") or "no launch"]
+            )
+        ]
     from vllm_medic.collect.launch import parse_launch
 
     strategy = facts.strategy or off.default_strategy

@@ -13,6 +13,7 @@ from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.snapshot import Snapshot
 
 UNKNOWN = "(not collected)"
+PARTIAL = "(partial"
 
 # Environment variables whose value must match across nodes (interface names may legitimately differ
 # per node only when the hardware naming differs; then the finding tells the operator to confirm).
@@ -38,6 +39,14 @@ class Fact:
     severity: Severity
     read: Callable[[Snapshot], str | None]
     fix: tuple[str, ...]
+    # sources whose partial capture (a grep, a cut table) makes the value unknown, not different
+    sources: tuple[str, ...] = ()
+
+    def value(self, s: Snapshot) -> str:
+        cut = [src for src in self.sources if src in s.partial]
+        if cut:
+            return f"{PARTIAL} {cut[0]}: {s.partial[cut[0]]})"
+        return self.read(s) or UNKNOWN
 
 
 def _pkg(*names: str) -> Callable[[Snapshot], str | None]:
@@ -178,6 +187,7 @@ FACTS: tuple[Fact, ...] = (
             "Every node in one deployment needs the same GPU count and model; check `nvidia-smi -L` per node",
             "A node with fewer GPUs visible: check the container's `--gpus`/`NVIDIA_VISIBLE_DEVICES` and Xid in `dmesg`",
         ),
+        ("nvidia-smi",),
     ),
     Fact(
         "CLU010",
@@ -189,6 +199,7 @@ FACTS: tuple[Fact, ...] = (
             "Bring the same RDMA ports up on every node (`ibdev2netdev`, `ibstat`); a down rail on one node slows or hangs every collective",
             "Keep NCCL_IB_HCA / UCX_NET_DEVICES consistent with the ports that are really up",
         ),
+        ("ibdev2netdev",),
     ),
     Fact(
         "CLU011",
@@ -200,6 +211,7 @@ FACTS: tuple[Fact, ...] = (
             "Load the same modules on every node: `modprobe nvidia_peermem` (GPUDirect RDMA), `mlx5_core`/`mlx5_ib`",
             "Re-check `lsmod | grep -E 'mlx5|nvidia_peermem'` on each node, then the NCCL init log",
         ),
+        ("lsmod",),
     ),
 )
 
@@ -236,8 +248,8 @@ def compare(snapshots: Mapping[str, Snapshot]) -> ConsistencyReport:
     if len(nodes) < 2:
         return report
     for fact in FACTS:
-        values = {n: (fact.read(snapshots[n]) or UNKNOWN) for n in nodes}
-        known = {n: v for n, v in values.items() if v != UNKNOWN}
+        values = {n: fact.value(snapshots[n]) for n in nodes}
+        known = {n: v for n, v in values.items() if v != UNKNOWN and not v.startswith(PARTIAL)}
         differs = len(set(known.values())) > 1
         report.rows.append({"fact": fact.name, "id": fact.id, "values": values, "differs": differs})
         if differs:
@@ -249,7 +261,7 @@ def compare(snapshots: Mapping[str, Snapshot]) -> ConsistencyReport:
                     title=f"{fact.name} differs between nodes",
                     evidence=_describe(known)
                     + (
-                        [f"not collected on: {', '.join(n for n in nodes if n not in known)}"]
+                        [f"not collected whole on: {', '.join(n for n in nodes if n not in known)}"]
                         if len(known) < len(nodes)
                         else []
                     ),

@@ -30,8 +30,10 @@ def _health(facts: Any) -> dict[str, Any]:
 def fold(r: Rule, findings: list[Finding], none_title: str, none_evidence: list[str]) -> list[Finding]:
     """One finding for the registry from a family of health findings."""
     if not findings:
-        return [r.finding("info", none_title, none_evidence)]
-    worst = max(findings, key=lambda f: f.severity.rank)
+        return [r.not_checked(none_title, none_evidence)]
+    # an informational row (the versions inside the image) is context, not the family's verdict
+    verdicts = [f for f in findings if f.severity is not Severity.INFO] or findings
+    worst = max(verdicts, key=lambda f: f.severity.rank)
     if len(findings) == 1:
         f = findings[0]
         return [

@@ -86,15 +86,28 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
         return [
             Finding(
                 "HLT-XID000",
-                Severity.INFO,
+                Severity.NOT_CHECKED,
                 Category.DRIVER_CUDA,
-                "Kernel log not readable: GPU faults (Xid) could not be checked",
+                "Kernel log not readable: GPU faults (Xid) not checked",
                 tried or ["no kernel log source was given"],
                 [xid.get("how_to_check") or "Read the host's kernel log as root and grep for `NVRM: Xid`."],
                 [XID_DOCS],
             )
         ]
     events = [XidEvent(**e) for e in xid.get("events", [])]
+    cut = _partial_log(snap)
+    if not events and cut:
+        return [
+            Finding(
+                "HLT-XID000",
+                Severity.NOT_CHECKED,
+                Category.DRIVER_CUDA,
+                "No Xid in a partial kernel log: GPU faults not checked",
+                [f"{xid.get('source')}: {xid.get('lines', '?')} lines scanned", cut],
+                [xid.get("how_to_check") or "Capture the whole kernel log: `sudo dmesg -T > dmesg.txt`."],
+                [XID_DOCS],
+            )
+        ]
     if not events:
         return [
             Finding(
@@ -150,6 +163,14 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
     return out
 
 
+def _partial_log(snap: Snapshot) -> str | None:
+    """Why the captured kernel log cannot show the absence of an Xid (an excerpt, a grep), or None."""
+    for source in ("dmesg", "journalctl-k"):
+        if source in snap.partial:
+            return f"{source}: partial: {snap.partial[source]}"
+    return None
+
+
 # ---------------------------------------------------------------- fabric
 
 
@@ -181,7 +202,7 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
         out.append(
             Finding(
                 "HLT-FAB000",
-                Severity.INFO,
+                Severity.NOT_CHECKED,
                 Category.DRIVER_CUDA,
                 "Fabric state not checked: no `nvidia-smi -q` output",
                 [fab.get("nvidia_smi_q_error") or "nvidia-smi -q was not captured"],
@@ -247,9 +268,9 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
             out.append(
                 Finding(
                     "HLT-FAB003",
-                    Severity.INFO,
+                    Severity.NOT_CHECKED,
                     Category.DRIVER_CUDA,
-                    "Fabric Manager service state could not be checked",
+                    "Fabric Manager service state not checked",
                     [
                         fm.get("detail")
                         or "no `systemctl` answer (not captured, or no systemd here - e.g. inside a container)"
@@ -283,11 +304,11 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
         out.append(
             Finding(
                 "HLT-FAB000",
-                Severity.PASS,
+                Severity.PASS if kind in ("nvswitch", "nvl") else Severity.INFO,
                 Category.DRIVER_CUDA,
-                "NVLink fabric state is fine"
+                f"Every GPU registered with the NVLink fabric ({', '.join(states)})"
                 if kind in ("nvswitch", "nvl")
-                else "No NVSwitch fabric to check",
+                else "No NVSwitch fabric on these GPUs: nothing to register",
                 [
                     f"{len(gpus)} GPU(s) ({gpus[0].get('product')}), system kind {kind}; fabric {', '.join(states)}; "
                     f"fabric manager {fm_state}"
@@ -307,7 +328,7 @@ def _rule_imex(
     cliques = sorted({str(g.get("clique_id")) for g in gpus if g.get("clique_id") is not None})
     base_ev = [f"ClusterUUID {', '.join(clusters)}; CliqueId {', '.join(cliques)}"]
     if state not in ("active",):
-        sev = Severity.INFO if state in ("unknown", "no_systemd") else Severity.FAIL
+        sev = Severity.NOT_CHECKED if state in ("unknown", "no_systemd") else Severity.FAIL
         out.append(
             Finding(
                 "HLT-FAB004",
@@ -315,7 +336,7 @@ def _rule_imex(
                 Category.NCCL_NETWORK,
                 "IMEX service not active on a multi-node NVLink system"
                 if sev is Severity.FAIL
-                else "IMEX service state could not be checked",
+                else "IMEX service state not checked",
                 base_ev
                 + [
                     f"nvidia-imex: {state}" + (f" ({imex.get('detail')})" if imex.get("detail") else ""),
@@ -380,9 +401,9 @@ def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
         out.append(
             Finding(
                 "HLT-LIM001",
-                Severity.INFO,
+                Severity.NOT_CHECKED,
                 Category.NCCL_NETWORK,
-                "/dev/shm size could not be read",
+                "/dev/shm size not checked: it could not be read",
                 [str(lim["shm"].get("error") or lim["shm"].get("unparsed") or "no value")],
                 ["Inside the container: `df -h /dev/shm`."],
                 [DOCS_DOCKER_SHM],
