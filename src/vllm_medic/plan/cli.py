@@ -55,7 +55,16 @@ def plan_command(
     ] = 0.92,
     max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1)] = None,
     kv_cache_dtype: Annotated[
-        str, typer.Option("--kv-cache-dtype", help="auto, fp8, bf16, fp16, ...")
+        str,
+        typer.Option("--kv-cache-dtype", help="auto (the served model dtype, as vLLM), fp8, bf16, fp16, ..."),
+    ] = "auto",
+    dtype: Annotated[
+        str,
+        typer.Option(
+            "--dtype",
+            help="vLLM's --dtype: auto (a float32 checkpoint is served in bfloat16, as vLLM does), "
+            "bfloat16, float16, float32.",
+        ),
     ] = "auto",
     block_size: Annotated[
         int, typer.Option("--block-size", min=1, help="KV block size (GPU default 16).")
@@ -86,6 +95,7 @@ def plan_command(
     verbose: VerboseOpt = False,
 ) -> None:
     from vllm_medic.plan.capacity import PlanRequest, plan
+    from vllm_medic.plan.dtype import normalize_model_dtype
     from vllm_medic.plan.gpus import GIB, lookup_gpu
     from vllm_medic.plan.inputs import read_model
     from vllm_medic.plan.recipe_input import load_recipe_baseline
@@ -108,6 +118,8 @@ def plan_command(
         raise UsageError(
             f"--kv-cache-dtype {kv_cache_dtype!r}: use auto or one of {', '.join(sorted(DTYPE_BYTES))}"
         )
+    if dtype.strip().lower() != "auto" and normalize_model_dtype(dtype) is None:
+        raise UsageError(f"--dtype {dtype!r}: use auto, bfloat16, float16 (half) or float32 (float)")
     if tp is None:
         if gpus is None:
             tp = 1
@@ -133,8 +145,10 @@ def plan_command(
             raise UsageError(f"{files.config_path}: {exc}") from exc
         weights_bytes, weights_basis = files.weight_bytes, files.weight_basis
         source["config"] = str(files.config_path)
+    from_checkpoint = weights_bytes is not None
     if weights_gib is not None:
         weights_bytes, weights_basis = int(weights_gib * GIB), f"--weights-gib {weights_gib:g}"
+        from_checkpoint = False
     baseline = load_recipe_baseline(recipe, variant) if recipe else None
     if baseline is None and shape is not None and _is_kimi_k3(shape.architecture, shape.model_type):
         # Kimi K3 is always judged against its recipe's baseline, never a small model's experience.
@@ -155,6 +169,7 @@ def plan_command(
         gpu_memory_utilization=gpu_memory_utilization,
         max_model_len=max_model_len,
         kv_cache_dtype=kv_cache_dtype.lower(),
+        dtype=dtype.lower(),
         block_size=block_size,
         context_len=context_len,
         concurrency=concurrency,
@@ -162,6 +177,7 @@ def plan_command(
         overhead_bytes=int(overhead_gib * GIB) if overhead_gib is not None else None,
         weights_bytes=weights_bytes,
         weights_basis=weights_basis,
+        weights_from_checkpoint=from_checkpoint,
     )
     result = plan(req, shape, baseline)
     findings = plan_findings(req, result, shape)
@@ -178,6 +194,7 @@ def plan_command(
         "ep": ep,
         "gpu_memory_utilization": gpu_memory_utilization,
         "kv_cache_dtype": req.kv_cache_dtype,
+        "dtype": req.dtype,
         "block_size": block_size,
     }
     if shape is not None:

@@ -21,6 +21,7 @@ class GpuSpec:
     reported_mib: int | None
     family: str
     source: str
+    bf16: bool = True  # vLLM's preferred dtype here is bfloat16 (CUDA cc >= 8.0, ROCm, CPU; plan.dtype)
 
     @property
     def memory_bytes(self) -> int:
