@@ -33,7 +33,7 @@ class GpuSpec:
     @property
     def memory_basis(self) -> str:
         if self.reported_mib:
-            return f"{self.reported_mib} MiB reported by the driver"
+            return f"{self.reported_mib:,} MiB = {self.reported_mib / 1024:.1f} GiB reported by the driver"
         return f"{self.memory_gb:g} GB spec figure (no driver-reported total on file)"
 
 
