@@ -231,6 +231,21 @@ def test_kimi_k3_recipe_fits_one_b300_node() -> None:
     assert out["margin_gib"] > 0
 
 
+def test_unknown_kv_is_not_checked_never_no_issues() -> None:
+    # No public K3 config.json: KV bytes per token are unknown. A 1M-context plan at concurrency 8 must
+    # say what was not checked and what to supply, not "No issues found".
+    args = ("--recipe", "kimi-k3", "--gpu", "B300", "--gpus", "8", "--max-model-len", "1048576")
+    code, out, _ = run(*args, "--concurrency", "8", "--json")
+    assert code == 0 and out["kv_checked"] is False
+    unchecked = {f["id"]: f for f in out["findings"] if f["severity"] == "not_checked"}
+    assert set(unchecked) == {"PLAN002", "PLAN003"}
+    assert "1,048,576-token" in unchecked["PLAN002"]["title"]
+    assert any("--config" in step for step in unchecked["PLAN002"]["fix"])
+    _, text, _ = run(*args, "--concurrency", "8")
+    assert "[?] KV cache not checked" in text and "2 not checked" in text
+    assert "• No issues found." not in text
+
+
 def test_kimi_k3_recipe_h100_needs_32_even_when_24_hold_the_weights() -> None:
     code, out, _ = run("--recipe", "kimi-k3", "--gpu", "H100", "--gpus", "24", "--pp", "3", "--json")
     assert code == 1

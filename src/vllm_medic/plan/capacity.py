@@ -112,6 +112,7 @@ class PlanResult:
             d[k.replace("_bytes", "_gib")] = None if v is None else round(v / GIB, 3)
         if self.max_concurrency is not None:
             d["max_concurrency"] = round(self.max_concurrency, 2)
+        d["kv_checked"] = self.kv_bytes_per_token is not None  # False: `fits` speaks for the weights only
         return d
 
 

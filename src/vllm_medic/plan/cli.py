@@ -261,18 +261,21 @@ def _print_summary(req, result) -> None:  # noqa: ANN001 - typed in capacity; ke
     t.add_row("KV cache per GPU", gib(result.kv_cache_bytes_per_gpu))
     t.add_row(
         "KV bytes per token (per GPU)",
-        "unknown" if result.kv_bytes_per_token is None else f"{result.kv_bytes_per_token:,}",
+        "not checked" if result.kv_bytes_per_token is None else f"{result.kv_bytes_per_token:,}",
     )
     if result.state_bytes_per_sequence:
         t.add_row("constant state per sequence", f"{result.state_bytes_per_sequence:,} bytes")
-    t.add_row("KV tokens", "unknown" if result.kv_tokens is None else f"{result.kv_tokens:,}")
+    t.add_row("KV tokens", "not checked" if result.kv_tokens is None else f"{result.kv_tokens:,}")
     if result.max_concurrency is not None:
         t.add_row(f"max concurrency at {result.context_len:,} tokens", f"{result.max_concurrency:.2f}x")
-    t.add_row(
-        "fits",
-        ("yes" if result.fits else "NO")
-        + (f" (margin {gib(result.margin_bytes)})" if result.margin_bytes is not None else ""),
-    )
+    if result.kv_bytes_per_token is None and result.weights_fit:
+        t.add_row("fits", "weights: yes; KV cache: not checked (no config.json: pass --config)")
+    else:
+        t.add_row(
+            "fits",
+            ("yes" if result.fits else "NO")
+            + (f" (margin {gib(result.margin_bytes)})" if result.margin_bytes is not None else ""),
+        )
     out = console()
     out.print(t)
     for a in result.assumptions:

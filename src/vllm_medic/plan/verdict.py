@@ -158,6 +158,8 @@ def plan_findings(req: PlanRequest, res: PlanResult, shape: ModelShape | None) -
                     [DOCS_MEMORY],
                 )
             )
+    if shape is None and res.weights_fit:
+        out.extend(_kv_not_checked(req, res))
     if res.max_concurrency is not None and res.context_len:
         conc = f"{res.max_concurrency:.2f}x"
         if req.concurrency is None:
@@ -201,4 +203,46 @@ def plan_findings(req: PlanRequest, res: PlanResult, shape: ModelShape | None) -
                     fix,
                 )
             )
+    return out
+
+
+def _kv_not_checked(req: PlanRequest, res: PlanResult) -> list[Finding]:
+    """Without a config.json the KV bytes per token are unknown: the KV cache and the concurrency it
+    allows are *not checked*, never passed (a weights-only plan must not read as "fits")."""
+    length = f"{res.max_model_len:,}-token" if res.max_model_len else "--max-model-len"
+    ev = [
+        "KV bytes per token come from config.json (layers, num_key_value_heads x head_dim, or MLA "
+        "kv_lora_rank + qk_rope_head_dim, linear-attention state): no --config was given",
+        f"weights checked only: {_gib(res.weights_per_gpu_bytes)} per GPU, "
+        f"{_gib(res.kv_cache_bytes_per_gpu)} would be left for the KV cache",
+    ]
+    fix = [
+        "Pass --config MODEL_DIR (or its config.json) to compute KV bytes per token, KV tokens and concurrency.",
+        "For a model whose config.json is not public yet (Kimi K3 before its weights are published), plan with "
+        "the config once you have the checkpoint; until then start with the recipe's --max-model-len for your "
+        "hardware and read vLLM's 'GPU KV cache size' / 'Maximum concurrency' log lines at startup.",
+    ]
+    out = [
+        Finding(
+            "PLAN002",
+            Severity.NOT_CHECKED,
+            Category.OOM_STARTUP,
+            f"KV cache not checked: whether one {length} request fits is unknown without the model's config.json",
+            ev,
+            fix,
+            [DOCS_MEMORY],
+        )
+    ]
+    if req.concurrency is not None:
+        ctx = f"{res.context_len:,}-token " if res.context_len else ""
+        out.append(
+            Finding(
+                "PLAN003",
+                Severity.NOT_CHECKED,
+                Category.OOM_RUNTIME,
+                f"Concurrency not checked: {req.concurrency} concurrent {ctx}requests need the KV bytes per token",
+                [ev[0]],
+                fix[:1],
+            )
+        )
     return out
