@@ -222,7 +222,9 @@ def test_kimi_k3_recipe_b200_does_not_fit_one_node() -> None:
     assert out["weights_total_bytes"] == 1680 * 10**9
     assert out["recipe_min_gpus"] == 16
     fix = " ".join(s for f in out["findings"] if f["id"] == "PLAN001" for s in f["fix"])
-    assert "16 GPUs (2 nodes of 8)" in fix
+    # not "use at least 16 GPUs": the layout that fits, found by the search
+    assert "No layout of 8 x B200 fits" in fix and "TP 8 x PP 2 (16 x B200, 2 nodes" in fix
+    assert "--tensor-parallel-size 8 --pipeline-parallel-size 2" in fix
 
 
 def test_kimi_k3_recipe_fits_one_b300_node() -> None:

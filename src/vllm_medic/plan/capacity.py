@@ -56,6 +56,9 @@ class PlanRequest:
     weights_bytes: int | None = None
     weights_basis: str = ""
     weights_from_checkpoint: bool = False  # weights_bytes are the checkpoint files (stored in its dtype)
+    profile_source: str = (
+        ""  # an official recipe profile supplied launch values (plan.layouts.profile_values)
+    )
 
 
 @dataclass
@@ -163,6 +166,8 @@ def plan(req: PlanRequest, shape: ModelShape | None, recipe: RecipeBaseline | No
         f"per-GPU budget = {req.gpu.memory_bytes / GIB:.2f} GiB ({req.gpu.memory_basis}) x "
         f"--gpu-memory-utilization {req.gpu_memory_utilization:g} = {usable / GIB:.2f} GiB"
     )
+    if req.profile_source:
+        notes.append(f"launch values from the {req.profile_source}")
     served: ServedDtype | None = None
     kv_dtype: KvDtype | None = None
     if shape is not None:

@@ -40,7 +40,10 @@ def plan_command(
     gpus: Annotated[
         int | None, typer.Option("--gpus", min=1, help="Number of GPUs (default TP x PP x DP).")
     ] = None,
-    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1)] = 8,
+    gpus_per_node: Annotated[
+        int | None,
+        typer.Option("--gpus-per-node", min=1, help="GPUs per node (default 8; GB200/GB300 trays: 4)."),
+    ] = None,
     gpu_memory_gib: Annotated[
         float | None, typer.Option("--gpu-memory-gib", help="Memory per GPU in GiB (overrides the table).")
     ] = None,
@@ -93,15 +96,18 @@ def plan_command(
     junit: JunitOpt = None,
     strict: StrictOpt = False,
     verbose: VerboseOpt = False,
+    ctx: typer.Context = None,  # type: ignore[assignment]  # typer injects it
 ) -> None:
     from vllm_medic.plan.capacity import PlanRequest, plan
     from vllm_medic.plan.dtype import normalize_model_dtype
     from vllm_medic.plan.gpus import GIB, lookup_gpu
     from vllm_medic.plan.inputs import read_model
+    from vllm_medic.plan.layouts import search_layouts
     from vllm_medic.plan.recipe_input import load_recipe_baseline
     from vllm_medic.plan.shape import DTYPE_BYTES, parse_model_config
     from vllm_medic.plan.verdict import plan_findings
 
+    gmu_given = _given(ctx, "gpu_memory_utilization")
     if config is None and recipe is None and weights_gib is None and kv_cache_gib is None:
         raise UsageError(
             "give --config (a model's config.json or dir), --recipe (e.g. kimi-k3) or --weights-gib"
@@ -158,10 +164,11 @@ def plan_command(
         )
     if baseline is not None and "recipe" not in source:
         source["recipe"] = baseline.source
+    gpu_spec = lookup_gpu(gpu, gpu_memory_gib)
     req = PlanRequest(
-        gpu=lookup_gpu(gpu, gpu_memory_gib),
+        gpu=gpu_spec,
         gpus=gpus,
-        gpus_per_node=gpus_per_node,
+        gpus_per_node=gpus_per_node or gpu_spec.gpus_per_node,
         tp=tp,
         pp=pp,
         dp=dp,
@@ -179,9 +186,23 @@ def plan_command(
         weights_basis=weights_basis,
         weights_from_checkpoint=from_checkpoint,
     )
+    if baseline is not None and baseline.recipe is not None and baseline.recipe.official is not None:
+        req = _with_profile_values(req, baseline, gmu_given, max_model_len is not None)
     result = plan(req, shape, baseline)
-    findings = plan_findings(req, result, shape)
+    search = None
+    if not result.fits:
+        search = search_layouts(
+            req,
+            shape,
+            baseline,
+            gmu_given=gmu_given,
+            max_model_len_given=max_model_len is not None,
+            hardware_key=baseline.key_for(req.gpu.name) if baseline else None,
+        )
+    findings = plan_findings(req, result, shape, search, baseline)
     extra = result.to_dict()
+    if search is not None:
+        extra["layout_search"] = search.to_dict()
     extra["inputs"] = {
         **source,
         "gpu": req.gpu.name,
@@ -192,7 +213,8 @@ def plan_command(
         "pp": pp,
         "dp": dp,
         "ep": ep,
-        "gpu_memory_utilization": gpu_memory_utilization,
+        "gpu_memory_utilization": req.gpu_memory_utilization,
+        "gpus_per_node": req.gpus_per_node,
         "kv_cache_dtype": req.kv_cache_dtype,
         "dtype": req.dtype,
         "block_size": block_size,
@@ -234,6 +256,35 @@ def _check_sizes(sizes: dict[str, tuple[float | None, bool]]) -> None:
         if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
             bound = "a number >= 0" if zero_ok else "a number > 0"
             raise UsageError(f"{flag} {value:g}: expected {bound} (GiB)")
+
+
+def _with_profile_values(req, baseline, gmu_given: bool, mml_given: bool):  # noqa: ANN001, ANN202
+    """An official recipe's resolved --gpu-memory-utilization / --max-model-len for this layout's strategy
+    and GPU generation, where the user did not set them."""
+    from dataclasses import replace
+
+    from vllm_medic.plan.layouts import profile_values
+    from vllm_medic.recipes.strategy import Topology, strategy_for
+
+    topo = Topology(tp=req.tp, pp=req.pp, dp=req.dp, ep=req.ep, gpus_per_node=req.gpus_per_node)
+    strategy, _ = strategy_for(topo)
+    gmu, mml, src = profile_values(baseline, strategy, baseline.key_for(req.gpu.name), req.gpu.family)
+    if not src:
+        return req
+    return replace(
+        req,
+        gpu_memory_utilization=req.gpu_memory_utilization if gmu_given or gmu is None else gmu,
+        max_model_len=req.max_model_len if mml_given or mml is None else mml,
+        profile_source=src,
+    )
+
+
+def _given(ctx: typer.Context | None, param: str) -> bool:
+    """Did the user pass this option (rather than take its default)?"""
+    if ctx is None:
+        return True
+    source = ctx.get_parameter_source(param)  # typer may vendor its own click: compare by name
+    return source is not None and getattr(source, "name", "") != "DEFAULT"
 
 
 def _is_kimi_k3(architecture: str, model_type: str) -> bool:

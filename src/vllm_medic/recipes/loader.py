@@ -224,11 +224,16 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
         for key, b in r.get(hw, "baselines", dict, "hardware.baselines", {}).items():
             f = f"hardware.baselines.{key}"
             b = r.req({"x": b}, "x", dict, f)
+            layout = r.get(b, "layout", dict, f + ".layout", {})
+            for lk, lv in layout.items():
+                if lk not in ("tp", "pp", "dp", "ep") or not isinstance(lv, int):
+                    raise r.fail(f"{f}.layout.{lk}", "tp/pp/dp/ep: an integer (ep: 0 or 1)", lv)
             recipe.hardware[str(key).lower()] = HardwareBaseline(
                 int(r.req(b, "min_gpus", int, f + ".min_gpus")),
                 r.get(b, "min_nodes", int, f + ".min_nodes"),
                 _s(b.get("note", "")),
                 src,
+                tuple((str(k), int(v)) for k, v in layout.items()),
             )
     smg = r.get(doc, "strategy_min_gpus", dict, "strategy_min_gpus")
     if smg is not None:
@@ -236,6 +241,13 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
         recipe.strategy_min_gpus = Sourced(
             {str(k): int(v) for k, v in value.items()}, _s(smg.get("source", where))
         )
+    st = r.get(doc, "strategies", dict, "strategies")
+    if st is not None:
+        compat = [str(x) for x in r.get(st, "compatible", list, "strategies.compatible", [])]
+        recipe.compatible_strategies = Sourced(compat, _s(st.get("source", where)))
+        for name, gates in r.get(st, "hardware", dict, "strategies.hardware", {}).items():
+            gates = r.get({"x": gates}, "x", dict, f"strategies.hardware.{name}")
+            recipe.strategy_hardware[str(name)] = {str(k).lower(): str(v) for k, v in gates.items()}
     w = r.get(doc, "weights", dict, "weights")
     if w is not None:
         gb = r.req(w, "gb", (int, float), "weights.gb")
@@ -368,6 +380,7 @@ def _parse_official(doc: dict[str, Any], path: Path) -> Recipe:
                     old.min_nodes if old else None,
                     old.note if old else "",
                     f"{where}: strategy_min_gpus.{k}",
+                    old.layout if old else (),
                 )
             else:
                 strategies[str(k)] = v
@@ -382,6 +395,13 @@ def _parse_official(doc: dict[str, Any], path: Path) -> Recipe:
         r.get(block, "extra_args", list, f"hardware_overrides.{fam}.extra_args")
         r.get(block, "extra_env", dict, f"hardware_overrides.{fam}.extra_env")
     wanted = set(compatible) | set(strategy_overrides) | set(doc.get("strategy_hardware") or {})
+    if compatible or doc.get("strategy_hardware"):
+        recipe.compatible_strategies = Sourced(compatible, f"{where}: compatible_strategies")
+        recipe.strategy_hardware = {
+            str(k): {str(h).lower(): str(x) for h, x in v.items()}
+            for k, v in (doc.get("strategy_hardware") or {}).items()
+            if isinstance(v, dict)
+        }
     recipe.official = OfficialProfile(
         path=where,
         base_args=base_args,

@@ -66,6 +66,9 @@ class HardwareBaseline:
     min_nodes: int | None
     note: str
     source: str
+    layout: tuple[
+        tuple[str, int], ...
+    ] = ()  # the layout at min_gpus that `plan` verified fits: (("tp", 8), ("pp", 2))
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,10 @@ class Recipe:
     driver: DriverFloor | None = None
     hardware: dict[str, HardwareBaseline] = field(default_factory=dict)
     strategy_min_gpus: Sourced | None = None  # dict strategy -> gpus
+    compatible_strategies: Sourced | None = None  # list of strategy names offered on every GPU
+    strategy_hardware: dict[str, dict[str, str]] = field(
+        default_factory=dict
+    )  # strategy -> gpu -> (un)supported
     weights: Sourced | None = None  # value = GB
     required_flags: list[RequiredFlag] = field(default_factory=list)
     network: Network = field(default_factory=Network)
@@ -164,3 +171,15 @@ class Recipe:
             "images": [img.tag for img in self.images],
             "driver_floor": self.driver.min_version if self.driver else None,
         }
+
+    def strategy_allowed(
+        self, strategy: str, hardware: str | None, family: str | None = None
+    ) -> tuple[bool, str]:
+        """Whether the recipe offers ``strategy`` on ``hardware`` (the recipes site's gate), and why.
+        A recipe that lists no strategies allows every one."""
+        from vllm_medic.recipes.strategy import strategy_allowed
+
+        if self.compatible_strategies is None and not self.strategy_hardware:
+            return True, f"recipe {self.name} lists no strategies"
+        compatible = list(self.compatible_strategies.value) if self.compatible_strategies else []
+        return strategy_allowed(strategy, hardware, compatible, self.strategy_hardware, family)
