@@ -500,3 +500,48 @@ def test_pfx001_known_hybrid_by_model_id_and_real_kimi_linear_config():
     cfg = json.loads((Path(__file__).parents[1] / "data/checks/models/kimi-linear/config.json").read_text())
     f = one(check(snap(launch="vllm serve /models/kl -tp 4"), GENERIC, model_config=cfg), "PFX001")
     assert f.severity.value == "warn" and any("linear_attn_config" in e for e in f.evidence)
+
+
+# ---------------------------------------------------------------- strategy from the launch's topology
+
+K3_TP8_PP2_2NODES = "vllm serve moonshotai/Kimi-K3 -tp 8 -pp 2 --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --trust-remote-code"
+
+
+def test_rec001_two_node_tp8_pp2_is_multi_node_tp_pp_not_the_default_strategy():
+    s = snap(gpu="NVIDIA H200", mem=143771, launch=K3_TP8_PP2_2NODES)
+    f = one(check(s, OFFICIAL_K3), "REC001")
+    text = " ".join(f.evidence)
+    assert "strategy multi_node_tp_pp: detected from the launch" in text and "single_node_tp" not in text
+    assert "strategy_overrides.multi_node_tp_pp" in text
+    # the world size alone says it spans nodes: no --nnodes, 8 GPUs per node, TP 8 x PP 2 = 16
+    s = snap(
+        gpu="NVIDIA H200", mem=143771, launch="vllm serve moonshotai/Kimi-K3 -tp 8 -pp 2 --trust-remote-code"
+    )
+    assert "strategy multi_node_tp_pp" in " ".join(one(check(s, OFFICIAL_K3), "REC001").evidence)
+
+
+def test_rec001_shows_the_resolved_value_not_the_layered_list():
+    # base 0.95, multi_node_tp_pp 0.90, hopper 0.97: on H200 the value that applies is 0.97 (last layer wins)
+    f = one(check(snap(gpu="NVIDIA H200", mem=143771, launch=K3_TP8_PP2_2NODES), OFFICIAL_K3), "REC001")
+    line = next(e for e in f.evidence if "--gpu-memory-utilization" in e)
+    assert line.startswith("missing --gpu-memory-utilization 0.97 (hardware_overrides.hopper;")
+    assert "[0.95" not in " ".join(f.evidence)
+    # on Blackwell the strategy's 0.90 wins over the base 0.95 (the blackwell block sets none)
+    f = one(check(snap(gpu="NVIDIA B200", mem=183359, launch=K3_TP8_PP2_2NODES), OFFICIAL_K3), "REC001")
+    line = next(e for e in f.evidence if "--gpu-memory-utilization" in e)
+    assert line.startswith("missing --gpu-memory-utilization 0.9 (strategy_overrides.multi_node_tp_pp;")
+    # a launch that repeats the flag is read as vLLM reads it: the last value
+    launch = K3_TP8_PP2_2NODES + " --gpu-memory-utilization 0.5 --gpu-memory-utilization 0.97"
+    f = one(check(snap(gpu="NVIDIA H200", mem=143771, launch=launch), OFFICIAL_K3), "REC001")
+    assert not any("--gpu-memory-utilization" in e for e in f.evidence[4:])
+
+
+def test_rec001_pd_decode_role_gets_the_decode_profile():
+    launch = (
+        "vllm serve moonshotai/Kimi-K3 -tp 1 -dp 8 --enable-expert-parallel --trust-remote-code "
+        '--kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}\''
+    )
+    f = one(check(snap(launch=launch), OFFICIAL_K3), "REC001")
+    text = " ".join(f.evidence)
+    assert "strategy pd_cluster" in text and "strategy_overrides.pd_cluster.decode" in text
+    assert "missing --no-enable-prefix-caching" in text and "missing env UCX_TLS=rc,cuda_copy" in text
