@@ -83,7 +83,7 @@ def test_every_rule_reports_exactly_once_even_on_an_empty_snapshot():
     findings = check(Snapshot())
     assert sorted(f.id for f in findings) == sorted(r.id for r in load_rules())
     # nothing known: every rule either passes (not applicable) or says what it could not check
-    assert {f.severity.value for f in findings} <= {"pass", "info"}
+    assert {f.severity.value for f in findings} <= {"pass", "info", "not_checked"}
 
 
 def test_a_crashing_rule_becomes_a_warning_not_a_crash(monkeypatch):
@@ -545,3 +545,38 @@ def test_rec001_pd_decode_role_gets_the_decode_profile():
     text = " ".join(f.evidence)
     assert "strategy pd_cluster" in text and "strategy_overrides.pd_cluster.decode" in text
     assert "missing --no-enable-prefix-caching" in text and "missing env UCX_TLS=rc,cuda_copy" in text
+
+
+def test_rec002_max_model_len_vs_the_hardware_profiles_kv_budget():
+    # Hopper profile: --max-model-len 32768; without the flag vLLM takes K3's 1,048,576-token context
+    h200 = {"gpu": "NVIDIA H200", "mem": 143771}
+    f = one(check(snap(**h200, launch=K3_TP8_PP2_2NODES), OFFICIAL_K3), "REC002")
+    assert f.severity.value == "fail" and f.category is Category.OOM_STARTUP
+    assert "1,048,576" in f.title and "32,768" in f.title and "hopper" in f.title
+    assert f.fix[0].startswith("Pass --max-model-len 32768")
+    f = one(check(snap(**h200, launch=K3_TP8_PP2_2NODES + " --max-model-len 32768"), OFFICIAL_K3), "REC002")
+    assert f.severity.value == "pass"
+    # Blackwell profile: 1M with fp8 KV is what the recipe verified
+    b200 = {"gpu": "NVIDIA B200", "mem": 183359}
+    f = one(check(snap(**b200, launch=K3_TP8_PP2_2NODES + " --max-model-len 1048576"), OFFICIAL_K3), "REC002")
+    assert f.severity.value == "pass"
+    # shipped recipe, no profile and no config.json: not checked, with what to supply
+    f = one(check(snap(**h200, launch=K3_TP8_PP2_2NODES)), "REC002")
+    assert f.severity.value == "not_checked" and "--model" in f.fix[0]
+
+
+def test_rec002_computes_the_limit_from_a_config():
+    import json
+    from pathlib import Path
+
+    cfg = json.loads((Path(__file__).parents[1] / "data/plan/llama-3.1-8b.config.json").read_text())
+    h100 = {"gpu": "NVIDIA H100 80GB HBM3", "mem": 81559, "n": 1}
+    launch = "vllm serve meta-llama/Llama-3.1-8B -tp 1 --max-model-len 1000000"
+    f = one(check(snap(**h100, launch=launch), GENERIC, model_config=cfg), "REC002")
+    assert f.severity.value == "fail" and "131,072 KV bytes per token" in " ".join(f.evidence)
+    limit = int(f.title.rsplit("at most ", 1)[1].split()[0].replace(",", ""))
+    assert f.fix[0] == f"Pass --max-model-len {limit} (what this KV cache holds)."
+    f = one(
+        check(snap(**h100, launch="vllm serve meta-llama/Llama-3.1-8B"), GENERIC, model_config=cfg), "REC002"
+    )
+    assert f.severity.value == "pass" and "131,072-token" in f.title  # max_position_embeddings

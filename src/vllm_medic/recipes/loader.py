@@ -252,6 +252,10 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
     if w is not None:
         gb = r.req(w, "gb", (int, float), "weights.gb")
         recipe.weights = Sourced(float(gb), _s(w.get("source", where)))
+    cl = r.get(doc, "context_length", dict, "context_length")
+    if cl is not None:
+        tokens = r.req(cl, "tokens", int, "context_length.tokens")
+        recipe.context_length = Sourced(int(tokens), _s(cl.get("source", where)))
     for i, fl in enumerate(r.get(doc, "required_flags", list, "required_flags", [])):
         f = f"required_flags[{i}]"
         fl = r.req({"x": fl}, "x", dict, f)
@@ -386,6 +390,11 @@ def _parse_official(doc: dict[str, Any], path: Path) -> Recipe:
                 strategies[str(k)] = v
         recipe.strategy_min_gpus = Sourced(strategies, f"{where}: strategy_min_gpus")
 
+    ctx_len = model.get("context_length")
+    if ctx_len is not None:
+        if not isinstance(ctx_len, int) or isinstance(ctx_len, bool):
+            raise r.fail("model.context_length", "an integer", ctx_len)
+        recipe.context_length = Sourced(ctx_len, f"{where}: model.context_length")
     base_args = [str(a) for a in r.get(model, "base_args", list, "model.base_args", [])]
     compatible = [str(s) for s in r.get(doc, "compatible_strategies", list, "compatible_strategies", [])]
     strategy_overrides = r.get(doc, "strategy_overrides", dict, "strategy_overrides", {})

@@ -139,6 +139,7 @@ class Recipe:
         default_factory=dict
     )  # strategy -> gpu -> (un)supported
     weights: Sourced | None = None  # value = GB
+    context_length: Sourced | None = None  # tokens: vLLM's --max-model-len when the launch sets none
     required_flags: list[RequiredFlag] = field(default_factory=list)
     network: Network = field(default_factory=Network)
     official: OfficialProfile | None = None
