@@ -329,6 +329,17 @@ def test_net001_all2all_backend_vs_interconnect():
     assert one(check(s), "NET001").severity.value == "pass"
     s = snap(gpu="NVIDIA GB300", launch=DEP_RDMA + " --all2all-backend flashinfer_nvlink_one_sided")
     assert one(check(s), "NET001").severity.value == "pass"
+    # TP8 x PP2 + EP over two nodes: the EP group (8 ranks) stays in a node, only PP crosses
+    tp_pp_ep = (
+        "vllm serve moonshotai/Kimi-K3 -tp 8 -pp 2 --nnodes 2 --enable-expert-parallel --trust-remote-code"
+    )
+    s = snap(launch=tp_pp_ep + " --all2all-backend flashinfer_nvlink_one_sided", rdma=RDMA_PORTS)
+    f = one(check(s), "NET001")
+    assert f.severity.value == "pass" and "fits one node of 8" in " ".join(f.evidence)
+    # TP8 x DP2 + EP: the EP group of 16 crosses the nodes
+    tp_dp_ep = "vllm serve moonshotai/Kimi-K3 -tp 8 -dp 2 -dpl 1 --enable-expert-parallel --trust-remote-code"
+    s = snap(launch=tp_dp_ep + " --all2all-backend flashinfer_nvlink_one_sided", rdma=RDMA_PORTS)
+    assert one(check(s), "NET001").severity.value == "fail"
 
 
 def test_net002_mega_moe_misplaced():
@@ -341,13 +352,23 @@ def test_net002_mega_moe_misplaced():
     assert one(check(s), "NET002").severity.value == "pass"
 
 
-def test_net003_ucx_tls_on_rdma():
-    s = snap(launch=DEP_RDMA, rdma=RDMA_PORTS)
+PD_PREFILL = (
+    "vllm serve moonshotai/Kimi-K3 -tp 8 --enable-expert-parallel --trust-remote-code "
+    '--kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_producer"}\''
+)
+
+
+def test_net003_ucx_tls_on_rdma_only_for_pd_disaggregation():
+    s = snap(launch=PD_PREFILL, rdma=RDMA_PORTS)
     assert one(check(s), "NET003").severity.value == "warn"
-    s = snap(launch=DEP_RDMA, rdma=RDMA_PORTS, env={"UCX_TLS": "tcp,cuda_copy"})
+    s = snap(launch=PD_PREFILL, rdma=RDMA_PORTS, env={"UCX_TLS": "tcp,cuda_copy"})
     assert one(check(s), "NET003").severity.value == "warn"
-    s = snap(launch="UCX_TLS=rc,cuda_copy " + DEP_RDMA, rdma=RDMA_PORTS)
+    s = snap(launch="UCX_TLS=rc,cuda_copy " + PD_PREFILL, rdma=RDMA_PORTS)
     assert one(check(s), "NET003").severity.value == "pass"
+    # the recipe sets UCX_TLS only in the pd_cluster profile: an aggregated DEP launch does not need it
+    f = one(check(snap(launch=DEP_RDMA, rdma=RDMA_PORTS)), "NET003")
+    assert f.severity.value == "pass" and "pd_cluster only" in f.title
+    assert "strategy multi_node_dep" in " ".join(f.evidence)
 
 
 def test_net004_dmabuf_off_needs_peermem():

@@ -287,6 +287,9 @@ def _parse_network(r: _Reader, net: dict[str, Any], where: str) -> Network:
     for k, v in r.get(net, "rdma_env", dict, "network.rdma_env", {}).items():
         v = r.get({"x": v}, "x", dict, f"network.rdma_env.{k}")
         out.rdma_env[str(k)] = Sourced(str(v.get("value", "")), _s(v.get("source", where)))
+        scope = r.get(v, "strategies", list, f"network.rdma_env.{k}.strategies", [])
+        if scope:
+            out.rdma_env_strategies[str(k)] = [str(x) for x in scope]
     dm = r.get(net, "dmabuf_fallback", dict, "network.dmabuf_fallback")
     if dm is not None:
         out.dmabuf_fallback = {

@@ -93,6 +93,7 @@ class Network:
     all2all_source: str = ""
     nvlink_only_moe_backends: Sourced | None = None
     rdma_env: dict[str, Sourced] = field(default_factory=dict)
+    rdma_env_strategies: dict[str, list[str]] = field(default_factory=dict)  # env -> strategies it belongs to
     dmabuf_fallback: dict[str, str] | None = None  # env, value, requires_module, source
     mnnvl_env: Sourced | None = None
 
