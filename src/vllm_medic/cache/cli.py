@@ -225,9 +225,17 @@ def _retention_note(hybrid: bool | None, rows: list[dict[str, str]], env: dict[s
         f"Hybrid retention: prefixes can hit only at checkpoints: {what}",
         [f"block_size {p.block_size}, mamba_cache_mode {p.mamba_cache_mode}", *p.sources],
         [
-            "A miss on a prefix that ends between checkpoints is by design, not a broken cache (see `cache probe`)."
+            "A miss on a prefix that ends between checkpoints is by design, not a broken cache (see `cache probe`).",
+            *_retention_guidance(),
         ],
     )
+
+
+def _retention_guidance() -> list[str]:
+    """How to choose the interval: one source, the K3 recipe data (`prefix_cache_retention.choose`)."""
+    from vllm_medic.recipes import load_recipe
+
+    return list((load_recipe("kimi-k3").prefix_cache_retention or {}).get("choose") or [])
 
 
 def _server_cache_config(url: str, api_key: str | None) -> list[dict[str, str]]:

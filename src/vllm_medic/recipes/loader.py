@@ -171,7 +171,11 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
         f = f"vllm_floors[{i}]"
         fl = r.req({"x": fl}, "x", dict, f)
         recipe.vllm_floors.append(
-            Floor(str(r.req(fl, "version", (str, int, float), f + ".version")), _s(fl.get("source", where)))
+            Floor(
+                str(r.req(fl, "version", (str, int, float), f + ".version")),
+                _s(fl.get("source", where)),
+                bool(r.get(fl, "enforced", bool, f + ".enforced", True)),
+            )
         )
     for i, im in enumerate(r.get(doc, "images", list, "images", [])):
         f = f"images[{i}]"
@@ -269,6 +273,17 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
             )
         )
     recipe.network = _parse_network(r, r.get(doc, "network", dict, "network", {}), where)
+    ret = r.get(doc, "prefix_cache_retention", dict, "prefix_cache_retention")
+    if ret is not None:
+        recipe.prefix_cache_retention = {
+            "env": str(ret.get("env", "VLLM_PREFIX_CACHE_RETENTION_INTERVAL")),
+            "flag": str(ret.get("flag", "")),
+            "example_interval_tokens": r.get(
+                ret, "example_interval_tokens", int, "prefix_cache_retention.example_interval_tokens"
+            ),
+            "choose": [_s(x) for x in r.get(ret, "choose", list, "prefix_cache_retention.choose", [])],
+            "source": _s(ret.get("source", where)),
+        }
     return recipe
 
 

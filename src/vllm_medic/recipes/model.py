@@ -24,6 +24,7 @@ class Sourced:
 class Floor:
     version: str
     source: str
+    enforced: bool = True  # rules fail below it; an unenforced floor is shown with its source
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,14 @@ class Recipe:
     required_flags: list[RequiredFlag] = field(default_factory=list)
     network: Network = field(default_factory=Network)
     official: OfficialProfile | None = None
+    prefix_cache_retention: dict[str, Any] | None = None  # env, flag, example_interval_tokens, choose, source
+
+    def enforced_vllm_floor(self) -> Floor | None:
+        """The vLLM floor rules enforce (the highest enforced one), or None."""
+        from vllm_medic.recipes.versions import parse_version
+
+        floors = [f for f in self.vllm_floors if f.enforced] or self.vllm_floors
+        return max(floors, key=lambda f: parse_version(f.version) or (0,), default=None)
 
     def hybrid_match(self, model: str | None, architectures: list[str]) -> str | None:
         """Why this model is a known hybrid ("model id matches *Kimi-Linear*"), or None."""
