@@ -2,8 +2,10 @@
 
 "Use at least 16 GPUs" is no answer for a 16-GPU layout that does not fit. This module plans every
 TP x PP x DP (+ EP) combination of the GPU counts vLLM can lay out, keeps those the model and the
-recipe allow, and ranks the ones that fit: fewest GPUs first, then the largest margin, then TP kept
-within a node (cross-node TP is the slow path), then fewer pipeline stages.
+recipe allow, and ranks the ones that fit: fewest GPUs first, then layouts of a standard strategy shape
+(``recipes.strategy``: TP within a node, PP or DP across nodes, ...) before odd ones such as a 24-stage
+pipeline of TP 1, then the largest margin, then TP kept within a node (cross-node TP is the slow path),
+then fewer pipeline stages.
 
 What "allowed" means:
 
@@ -247,7 +249,7 @@ def search_layouts(
     within = bool(found)
     if not found:
         found = evaluate(layout_counts(per_node * MAX_NODES, per_node, start=req.gpus + 1))
-    found.sort(key=lambda c: (c.gpus, -c.margin, c.tp > per_node, c.pp, c.dp, c.ep))
+    found.sort(key=lambda c: (c.gpus, c.strategy is None, -c.margin, c.tp > per_node, c.pp, c.dp, c.ep))
     # one entry per (gpus, label): the same layout under two strategies adds nothing
     seen: set[tuple[int, str]] = set()
     unique = []

@@ -47,7 +47,7 @@ def _search_finding(req: PlanRequest, search: LayoutSearch) -> Finding:
     ev = [f"{c.summary(gpu)}; flags: {c.flags()}" for c in search.candidates[:3]]
     ev.append(
         f"searched {search.evaluated} TP x PP x DP (+ EP) layouts the model and recipe allow; ranked by fewest "
-        "GPUs, then margin, then TP within a node"
+        "GPUs, then standard strategy shapes, then margin, then TP within a node"
     )
     ev += search.notes
     if search.best is None:

@@ -109,7 +109,7 @@ def strategy_for(t: Topology) -> tuple[str | None, str]:
             return None, f"TP {t.tp} x DP {t.dp} within one node: no recipe strategy uses it"
         return "single_node_tp", f"one node, TP {t.tp} ({how})"
     if t.ep:
-        if t.dp > 1:
+        if t.dp > 1 and t.pp == 1:
             return "multi_node_dep", f"{nodes} nodes, DP {t.dp} + EP ({how})"
         if t.pp == 1:
             return "multi_node_tep", f"{nodes} nodes, TP {t.tp} + EP ({how})"
