@@ -329,6 +329,17 @@ def test_net001_all2all_backend_vs_interconnect():
     assert one(check(s), "NET001").severity.value == "pass"
     s = snap(gpu="NVIDIA GB300", launch=DEP_RDMA + " --all2all-backend flashinfer_nvlink_one_sided")
     assert one(check(s), "NET001").severity.value == "pass"
+    # TP8 x PP2 + EP over two nodes: the EP group (8 ranks) stays in a node, only PP crosses
+    tp_pp_ep = (
+        "vllm serve moonshotai/Kimi-K3 -tp 8 -pp 2 --nnodes 2 --enable-expert-parallel --trust-remote-code"
+    )
+    s = snap(launch=tp_pp_ep + " --all2all-backend flashinfer_nvlink_one_sided", rdma=RDMA_PORTS)
+    f = one(check(s), "NET001")
+    assert f.severity.value == "pass" and "fits one node of 8" in " ".join(f.evidence)
+    # TP8 x DP2 + EP: the EP group of 16 crosses the nodes
+    tp_dp_ep = "vllm serve moonshotai/Kimi-K3 -tp 8 -dp 2 -dpl 1 --enable-expert-parallel --trust-remote-code"
+    s = snap(launch=tp_dp_ep + " --all2all-backend flashinfer_nvlink_one_sided", rdma=RDMA_PORTS)
+    assert one(check(s), "NET001").severity.value == "fail"
 
 
 def test_net002_mega_moe_misplaced():
@@ -341,13 +352,23 @@ def test_net002_mega_moe_misplaced():
     assert one(check(s), "NET002").severity.value == "pass"
 
 
-def test_net003_ucx_tls_on_rdma():
-    s = snap(launch=DEP_RDMA, rdma=RDMA_PORTS)
+PD_PREFILL = (
+    "vllm serve moonshotai/Kimi-K3 -tp 8 --enable-expert-parallel --trust-remote-code "
+    '--kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_producer"}\''
+)
+
+
+def test_net003_ucx_tls_on_rdma_only_for_pd_disaggregation():
+    s = snap(launch=PD_PREFILL, rdma=RDMA_PORTS)
     assert one(check(s), "NET003").severity.value == "warn"
-    s = snap(launch=DEP_RDMA, rdma=RDMA_PORTS, env={"UCX_TLS": "tcp,cuda_copy"})
+    s = snap(launch=PD_PREFILL, rdma=RDMA_PORTS, env={"UCX_TLS": "tcp,cuda_copy"})
     assert one(check(s), "NET003").severity.value == "warn"
-    s = snap(launch="UCX_TLS=rc,cuda_copy " + DEP_RDMA, rdma=RDMA_PORTS)
+    s = snap(launch="UCX_TLS=rc,cuda_copy " + PD_PREFILL, rdma=RDMA_PORTS)
     assert one(check(s), "NET003").severity.value == "pass"
+    # the recipe sets UCX_TLS only in the pd_cluster profile: an aggregated DEP launch does not need it
+    f = one(check(snap(launch=DEP_RDMA, rdma=RDMA_PORTS)), "NET003")
+    assert f.severity.value == "pass" and "pd_cluster only" in f.title
+    assert "strategy multi_node_dep" in " ".join(f.evidence)
 
 
 def test_net004_dmabuf_off_needs_peermem():
@@ -509,3 +530,83 @@ def test_pfx001_known_hybrid_by_model_id_and_real_kimi_linear_config():
     cfg = json.loads((Path(__file__).parents[1] / "data/checks/models/kimi-linear/config.json").read_text())
     f = one(check(snap(launch="vllm serve /models/kl -tp 4"), GENERIC, model_config=cfg), "PFX001")
     assert f.severity.value == "warn" and any("linear_attn_config" in e for e in f.evidence)
+
+
+# ---------------------------------------------------------------- strategy from the launch's topology
+
+K3_TP8_PP2_2NODES = "vllm serve moonshotai/Kimi-K3 -tp 8 -pp 2 --nnodes 2 --node-rank 0 --master-addr 10.0.0.1 --trust-remote-code"
+
+
+def test_rec001_two_node_tp8_pp2_is_multi_node_tp_pp_not_the_default_strategy():
+    s = snap(gpu="NVIDIA H200", mem=143771, launch=K3_TP8_PP2_2NODES)
+    f = one(check(s, OFFICIAL_K3), "REC001")
+    text = " ".join(f.evidence)
+    assert "strategy multi_node_tp_pp: detected from the launch" in text and "single_node_tp" not in text
+    assert "strategy_overrides.multi_node_tp_pp" in text
+    # the world size alone says it spans nodes: no --nnodes, 8 GPUs per node, TP 8 x PP 2 = 16
+    s = snap(
+        gpu="NVIDIA H200", mem=143771, launch="vllm serve moonshotai/Kimi-K3 -tp 8 -pp 2 --trust-remote-code"
+    )
+    assert "strategy multi_node_tp_pp" in " ".join(one(check(s, OFFICIAL_K3), "REC001").evidence)
+
+
+def test_rec001_shows_the_resolved_value_not_the_layered_list():
+    # base 0.95, multi_node_tp_pp 0.90, hopper 0.97: on H200 the value that applies is 0.97 (last layer wins)
+    f = one(check(snap(gpu="NVIDIA H200", mem=143771, launch=K3_TP8_PP2_2NODES), OFFICIAL_K3), "REC001")
+    line = next(e for e in f.evidence if "--gpu-memory-utilization" in e)
+    assert line.startswith("missing --gpu-memory-utilization 0.97 (hardware_overrides.hopper;")
+    assert "[0.95" not in " ".join(f.evidence)
+    # on Blackwell the strategy's 0.90 wins over the base 0.95 (the blackwell block sets none)
+    f = one(check(snap(gpu="NVIDIA B200", mem=183359, launch=K3_TP8_PP2_2NODES), OFFICIAL_K3), "REC001")
+    line = next(e for e in f.evidence if "--gpu-memory-utilization" in e)
+    assert line.startswith("missing --gpu-memory-utilization 0.9 (strategy_overrides.multi_node_tp_pp;")
+    # a launch that repeats the flag is read as vLLM reads it: the last value
+    launch = K3_TP8_PP2_2NODES + " --gpu-memory-utilization 0.5 --gpu-memory-utilization 0.97"
+    f = one(check(snap(gpu="NVIDIA H200", mem=143771, launch=launch), OFFICIAL_K3), "REC001")
+    assert not any("--gpu-memory-utilization" in e for e in f.evidence[4:])
+
+
+def test_rec001_pd_decode_role_gets_the_decode_profile():
+    launch = (
+        "vllm serve moonshotai/Kimi-K3 -tp 1 -dp 8 --enable-expert-parallel --trust-remote-code "
+        '--kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}\''
+    )
+    f = one(check(snap(launch=launch), OFFICIAL_K3), "REC001")
+    text = " ".join(f.evidence)
+    assert "strategy pd_cluster" in text and "strategy_overrides.pd_cluster.decode" in text
+    assert "missing --no-enable-prefix-caching" in text and "missing env UCX_TLS=rc,cuda_copy" in text
+
+
+def test_rec002_max_model_len_vs_the_hardware_profiles_kv_budget():
+    # Hopper profile: --max-model-len 32768; without the flag vLLM takes K3's 1,048,576-token context
+    h200 = {"gpu": "NVIDIA H200", "mem": 143771}
+    f = one(check(snap(**h200, launch=K3_TP8_PP2_2NODES), OFFICIAL_K3), "REC002")
+    assert f.severity.value == "fail" and f.category is Category.OOM_STARTUP
+    assert "1,048,576" in f.title and "32,768" in f.title and "hopper" in f.title
+    assert f.fix[0].startswith("Pass --max-model-len 32768")
+    f = one(check(snap(**h200, launch=K3_TP8_PP2_2NODES + " --max-model-len 32768"), OFFICIAL_K3), "REC002")
+    assert f.severity.value == "pass"
+    # Blackwell profile: 1M with fp8 KV is what the recipe verified
+    b200 = {"gpu": "NVIDIA B200", "mem": 183359}
+    f = one(check(snap(**b200, launch=K3_TP8_PP2_2NODES + " --max-model-len 1048576"), OFFICIAL_K3), "REC002")
+    assert f.severity.value == "pass"
+    # shipped recipe, no profile and no config.json: not checked, with what to supply
+    f = one(check(snap(**h200, launch=K3_TP8_PP2_2NODES)), "REC002")
+    assert f.severity.value == "not_checked" and "--model" in f.fix[0]
+
+
+def test_rec002_computes_the_limit_from_a_config():
+    import json
+    from pathlib import Path
+
+    cfg = json.loads((Path(__file__).parents[1] / "data/plan/llama-3.1-8b.config.json").read_text())
+    h100 = {"gpu": "NVIDIA H100 80GB HBM3", "mem": 81559, "n": 1}
+    launch = "vllm serve meta-llama/Llama-3.1-8B -tp 1 --max-model-len 1000000"
+    f = one(check(snap(**h100, launch=launch), GENERIC, model_config=cfg), "REC002")
+    assert f.severity.value == "fail" and "131,072 KV bytes per token" in " ".join(f.evidence)
+    limit = int(f.title.rsplit("at most ", 1)[1].split()[0].replace(",", ""))
+    assert f.fix[0] == f"Pass --max-model-len {limit} (what this KV cache holds)."
+    f = one(
+        check(snap(**h100, launch="vllm serve meta-llama/Llama-3.1-8B"), GENERIC, model_config=cfg), "REC002"
+    )
+    assert f.severity.value == "pass" and "131,072-token" in f.title  # max_position_embeddings

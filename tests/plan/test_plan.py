@@ -32,7 +32,9 @@ def cfg(name: str) -> str:
 
 def test_tiny_model_reproduces_vllm_cpu_capacity_line_exactly() -> None:
     # vLLM on CPU with VLLM_CPU_KVCACHE_SPACE=1 logs: "CPU KV cache size: 2,097,152 tokens" and
-    # "Maximum concurrency for 2,048 tokens per request: 1024.00x" (block size 128, bf16 KV).
+    # "Maximum concurrency for 2,048 tokens per request: 1024.00x" (block size 128). The config says
+    # float32; vLLM's --dtype auto serves it in bfloat16 ("Downcasting torch.float32 to torch.bfloat16"),
+    # so the KV cache is 2 bytes per element: 2 layers x 1 KV head x 64 x 2 (K and V) x 2 = 512 B/token.
     code, out, _ = run(
         "--config",
         cfg("tiny-llama-vllm-tier.config.json"),
@@ -46,15 +48,54 @@ def test_tiny_model_reproduces_vllm_cpu_capacity_line_exactly() -> None:
         "128",
         "--max-model-len",
         "2048",
-        "--kv-cache-dtype",
-        "bf16",
         "--json",
     )
     assert code == 0
+    assert out["model_dtype"] == "bfloat16" and out["kv_cache_dtype"] == "bfloat16"
     assert out["kv_bytes_per_token"] == 512
     assert out["kv_tokens"] == 2_097_152
     assert out["max_concurrency"] == 1024.0
     assert out["fits"] is True
+    assert any("Downcasting torch.float32 to torch.bfloat16" in a for a in out["assumptions"])
+
+
+def test_float32_config_in_either_spelling_is_served_in_bfloat16(tmp_path: Path) -> None:
+    # The issue's measure: `plan --config <tiny Llama, float32> --kv-cache-gib 1 --json`.
+    base = json.loads((DATA / "tiny-llama-vllm-tier.config.json").read_text())
+    del base["torch_dtype"]
+    for spelling in ({"dtype": "float32"}, {"torch_dtype": "float32"}, {}):  # transformers >= 5, < 5, none
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps({**base, **spelling}))
+        code, out, _ = run("--config", str(path), "--kv-cache-gib", "1", "--json")
+        assert code == 0, spelling
+        assert (out["kv_bytes_per_token"], out["kv_tokens"]) == (512, 2_097_152), spelling
+    # transformers keeps `dtype` when both are written (configuration_utils.py "keep `dtype`")
+    path.write_text(json.dumps({**base, "dtype": "float16", "torch_dtype": "float32"}))
+    _, out, _ = run("--config", str(path), "--kv-cache-gib", "1", "--json")
+    assert out["model_dtype"] == "float16"
+
+
+def test_explicit_dtype_and_kv_cache_dtype_are_honoured(tmp_path: Path) -> None:
+    tiny = cfg("tiny-llama-vllm-tier.config.json")
+    _, fp32, _ = run("--config", tiny, "--kv-cache-gib", "1", "--dtype", "float32", "--json")
+    assert fp32["model_dtype"] == "float32" and fp32["kv_bytes_per_token"] == 1024
+    assert fp32["kv_tokens"] == 1_048_576
+    _, fp8, _ = run("--config", tiny, "--kv-cache-gib", "1", "--kv-cache-dtype", "fp8", "--json")
+    assert fp8["kv_bytes_per_token"] == 256 and fp8["model_dtype"] == "bfloat16"
+    code, _, err = run("--config", tiny, "--dtype", "float8", check_json=False)
+    assert code == 2 and "--dtype" in err and "Traceback" not in err
+
+
+def test_float32_checkpoint_weights_are_counted_at_the_served_dtype(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text((DATA / "tiny-llama-vllm-tier.config.json").read_text())
+    stored = 4 * 10**9  # a float32 checkpoint's shards: 1e9 parameters x 4 bytes
+    (model / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": stored}}))
+    _, out, _ = run("--config", str(model), "--gpu", "H100", "--json")
+    assert out["weights_total_bytes"] == stored // 2  # vLLM loads them into bfloat16 parameters
+    _, out32, _ = run("--config", str(model), "--gpu", "H100", "--dtype", "float32", "--json")
+    assert out32["weights_total_bytes"] == stored
 
 
 def test_qwen3_235b_tp4_matches_vllm_issue_21348_within_two_percent() -> None:
@@ -181,13 +222,30 @@ def test_kimi_k3_recipe_b200_does_not_fit_one_node() -> None:
     assert out["weights_total_bytes"] == 1680 * 10**9
     assert out["recipe_min_gpus"] == 16
     fix = " ".join(s for f in out["findings"] if f["id"] == "PLAN001" for s in f["fix"])
-    assert "16 GPUs (2 nodes of 8)" in fix
+    # not "use at least 16 GPUs": the layout that fits, found by the search
+    assert "No layout of 8 x B200 fits" in fix and "TP 8 x PP 2 (16 x B200, 2 nodes" in fix
+    assert "--tensor-parallel-size 8 --pipeline-parallel-size 2" in fix
 
 
 def test_kimi_k3_recipe_fits_one_b300_node() -> None:
     code, out, _ = run("--recipe", "kimi-k3", "--gpu", "B300", "--gpus", "8", "--json")
     assert code == 0 and out["fits"] is True
     assert out["margin_gib"] > 0
+
+
+def test_unknown_kv_is_not_checked_never_no_issues() -> None:
+    # No public K3 config.json: KV bytes per token are unknown. A 1M-context plan at concurrency 8 must
+    # say what was not checked and what to supply, not "No issues found".
+    args = ("--recipe", "kimi-k3", "--gpu", "B300", "--gpus", "8", "--max-model-len", "1048576")
+    code, out, _ = run(*args, "--concurrency", "8", "--json")
+    assert code == 0 and out["kv_checked"] is False
+    unchecked = {f["id"]: f for f in out["findings"] if f["severity"] == "not_checked"}
+    assert set(unchecked) == {"PLAN002", "PLAN003"}
+    assert "1,048,576-token" in unchecked["PLAN002"]["title"]
+    assert any("--config" in step for step in unchecked["PLAN002"]["fix"])
+    _, text, _ = run(*args, "--concurrency", "8")
+    assert "[?] KV cache not checked" in text and "2 not checked" in text
+    assert "• No issues found." not in text
 
 
 def test_kimi_k3_recipe_h100_needs_32_even_when_24_hold_the_weights() -> None:
@@ -291,8 +349,13 @@ def test_garbage_config_is_a_usage_error(tmp_path: Path) -> None:
 
 @pytest.mark.real_vllm
 def test_plan_matches_the_real_cpu_server_log(vllm_server_cached) -> None:  # noqa: ANN001
+    # The tiny model's config.json says float32 (tests/vllm_tier_model.py saves a float32 model with
+    # transformers >= 5, which writes "dtype"): the plan must follow vLLM's downcast, read live.
+    config = json.loads((vllm_server_cached.model_dir / "config.json").read_text())
+    assert (config.get("dtype") or config.get("torch_dtype")) == "float32"
     log = vllm_server_cached.log_path.read_text(errors="replace")
-    tokens = re.search(r"KV cache size: ([\d,]+) tokens", log)
+    assert "Downcasting torch.float32 to torch.bfloat16" in log
+    tokens = re.search(r"CPU KV cache size: ([\d,]+) tokens", log)
     conc = re.search(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", log)
     assert tokens and conc, "the server log has no KV capacity lines"
     code, out, _ = run(
@@ -308,11 +371,10 @@ def test_plan_matches_the_real_cpu_server_log(vllm_server_cached) -> None:  # no
         str(vllm_server_cached.block_size),
         "--max-model-len",
         conc.group(1).replace(",", ""),
-        "--kv-cache-dtype",
-        "bf16",
         "--json",
     )
     assert code == 0
+    assert out["model_dtype"] == "bfloat16"
     assert out["kv_tokens"] == int(tokens.group(1).replace(",", ""))
     assert f"{out['max_concurrency']:.2f}" == conc.group(2)
 

@@ -442,6 +442,14 @@ def retention_note(
         f"Hybrid retention: prefixes can hit only at checkpoints: {what}",
         evidence,
         [
-            "A miss on a prefix that ends between checkpoints is by design, not a broken cache (see `cache probe`)."
+            "A miss on a prefix that ends between checkpoints is by design, not a broken cache (see `cache probe`).",
+            *_retention_guidance(),
         ],
     )
+
+
+def _retention_guidance() -> list[str]:
+    """How to choose the interval: one source, the K3 recipe data (`prefix_cache_retention.choose`)."""
+    from vllm_medic.recipes import load_recipe
+
+    return list((load_recipe("kimi-k3").prefix_cache_retention or {}).get("choose") or [])

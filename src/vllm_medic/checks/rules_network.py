@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from vllm_medic.checks.facts import Facts
 from vllm_medic.checks.hardware import DmabufNeeds, gpudirect_needs
+from vllm_medic.checks.launch_topology import choose_strategy, launch_topology
 from vllm_medic.checks.registry import Rule, rule
 from vllm_medic.model import Finding
 from vllm_medic.recipes.model import Recipe
@@ -48,14 +49,22 @@ def all2all_vs_interconnect(facts: Facts, recipe: Recipe, r: Rule) -> list[Findi
     backend = facts.arg("all2all_backend")
     multi, multi_ev = _multi_node(facts)
     ic, ic_ev = facts.cross_node_interconnect()
+    topo = launch_topology(facts)
+    spans, spans_ev = topo.ep_spans_nodes() if topo is not None else (None, "no launch")
     ev = [
         f"{facts.launch_where('--all2all-backend')}: --all2all-backend {backend or '(default allgather_reducescatter)'}",
         f"expert parallel: {ep}",
         multi_ev,
+        spans_ev,
         ic_ev,
     ]
-    if not ep or multi is False:
-        return [r.finding("pass", "All-to-all not crossing nodes (no EP, or one node)", ev)]
+    # the expert all-to-all crosses nodes only when the EP group does (TP8 x PP2 + EP keeps it in a node)
+    if not ep or multi is False or spans is False:
+        return [
+            r.finding(
+                "pass", "Expert all-to-all does not cross nodes (no EP, or the EP group fits a node)", ev
+            )
+        ]
     if ic is None:
         return [
             r.not_checked(
@@ -174,6 +183,17 @@ def ucx_tls(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
                 [f"recipe {recipe.name}: no network.rdma_env"],
             )
         ]
+    scope = recipe.network.rdma_env_strategies.get("UCX_TLS")
+    if scope and facts.launch_known:
+        choice = choose_strategy(facts, recipe)
+        if choice.name not in scope:
+            return [
+                r.finding(
+                    "pass",
+                    f"UCX_TLS not needed: the recipe sets it for {', '.join(scope)} only (KV-cache transfer)",
+                    [choice.evidence(), f"recipe: UCX_TLS={want.value} ({want.source})"],
+                )
+            ]
     if in_use is None:
         return [r.not_checked("UCX_TLS not checked: whether transfers cross RDMA is unknown", ev)]
     if not in_use:

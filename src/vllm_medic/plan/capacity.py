@@ -19,6 +19,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from vllm_medic.plan.dtype import KvDtype, ServedDtype, resolve_kv_cache_dtype, resolve_model_dtype
 from vllm_medic.plan.gpus import GB, GIB, GpuSpec
 from vllm_medic.plan.recipe_input import RecipeBaseline
 from vllm_medic.plan.shape import (
@@ -46,6 +47,7 @@ class PlanRequest:
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     max_model_len: int | None = None
     kv_cache_dtype: str = "auto"
+    dtype: str = "auto"  # vLLM's --dtype
     block_size: int = 16
     context_len: int | None = None
     concurrency: int | None = None
@@ -53,6 +55,10 @@ class PlanRequest:
     overhead_bytes: int | None = None
     weights_bytes: int | None = None
     weights_basis: str = ""
+    weights_from_checkpoint: bool = False  # weights_bytes are the checkpoint files (stored in its dtype)
+    profile_source: str = (
+        ""  # an official recipe profile supplied launch values (plan.layouts.profile_values)
+    )
 
 
 @dataclass
@@ -92,6 +98,8 @@ class PlanResult:
     recipe_min_nodes: int | None
     kv_dtype_bytes: float | None
     kv_heads_per_gpu: int | None
+    model_dtype: str | None = None  # what vLLM serves the weights in (--dtype resolved)
+    kv_cache_dtype: str | None = None  # what the KV cache is stored in (--kv-cache-dtype resolved)
     assumptions: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,15 +115,16 @@ class PlanResult:
             d[k.replace("_bytes", "_gib")] = None if v is None else round(v / GIB, 3)
         if self.max_concurrency is not None:
             d["max_concurrency"] = round(self.max_concurrency, 2)
+        d["kv_checked"] = self.kv_bytes_per_token is not None  # False: `fits` speaks for the weights only
         return d
 
 
-def stage_kv(shape: ModelShape, kinds: tuple[str, ...], tp: int, kv_b: float) -> StageKv:
+def stage_kv(shape: ModelShape, kinds: tuple[str, ...], tp: int, kv_b: float, model_b: float = 2) -> StageKv:
     per_layer = attention_bytes_per_token_per_layer(shape, tp, kv_b)
     n_full = sum(1 for k in kinds if k == "full")
     n_swa = sum(1 for k in kinds if k == "sliding")
     n_lin = sum(1 for k in kinds if k == "linear")
-    state = shape.linear_state.bytes_per_gpu(tp) if shape.linear_state else 0
+    state = shape.linear_state.bytes_per_gpu(tp, model_b) if shape.linear_state else 0
     return StageKv(per_layer * n_full, per_layer * n_swa, state * n_lin, n_full, n_swa, n_lin)
 
 
@@ -157,13 +166,37 @@ def plan(req: PlanRequest, shape: ModelShape | None, recipe: RecipeBaseline | No
         f"per-GPU budget = {req.gpu.memory_bytes / GIB:.2f} GiB ({req.gpu.memory_basis}) x "
         f"--gpu-memory-utilization {req.gpu_memory_utilization:g} = {usable / GIB:.2f} GiB"
     )
+    if req.profile_source:
+        notes.append(f"launch values from the {req.profile_source}")
+    served: ServedDtype | None = None
+    kv_dtype: KvDtype | None = None
+    if shape is not None:
+        served = resolve_model_dtype(
+            shape.dtype, shape.dtype_source, req.dtype, model_type=shape.model_type, bf16=req.gpu.bf16
+        )
+        kv_dtype = resolve_kv_cache_dtype(req.kv_cache_dtype, served, shape.checkpoint_kv_dtype)
+        notes.append(f"model dtype {served.served} ({shape.dtype_source}: {shape.dtype}; {served.reason})")
+        notes.append(f"KV cache dtype {kv_dtype.name} ({kv_dtype.reason})")
     weights_total = req.weights_bytes
     weights_basis = req.weights_basis
+    if (
+        weights_total is not None
+        and req.weights_from_checkpoint
+        and served is not None
+        and shape is not None
+        and not shape.quantized
+        and served.bytes != served.config_bytes
+    ):
+        weights_total = weights_total * served.bytes // served.config_bytes
+        weights_basis += (
+            f"; stored as {served.config_dtype}, loaded as {served.served}: "
+            f"x {served.bytes}/{served.config_bytes} = {weights_total:,} bytes"
+        )
     if weights_total is None and recipe and recipe.weights_gb:
         weights_total = int(recipe.weights_gb * GB)
         weights_basis = f"recipe weight footprint {recipe.weights_gb:g} GB ({recipe.weights_source})"
-    if weights_total is None and shape is not None:
-        weights_total = shape.param_estimate.weight_bytes
+    if weights_total is None and shape is not None and served is not None:
+        weights_total = shape.param_estimate.weight_bytes(served.bytes)
         weights_basis = f"{shape.param_estimate.basis}: {shape.param_estimate.total / 1e9:.1f}B parameters"
     if weights_basis:
         notes.append(f"weights: {weights_basis}")
@@ -227,8 +260,9 @@ def plan(req: PlanRequest, shape: ModelShape | None, recipe: RecipeBaseline | No
     concurrency = None
     kv_one = None
     margin = kv_mem
-    if shape is not None:
-        kv_b = dtype_bytes(shape.dtype if req.kv_cache_dtype == "auto" else req.kv_cache_dtype)
+    if shape is not None and served is not None and kv_dtype is not None:
+        kv_b = dtype_bytes(kv_dtype.name)
+        model_b = served.bytes
         if shape.attention == "gqa":
             heads_gpu = kv_heads_per_gpu(shape.num_kv_heads, req.tp)
             if shape.num_kv_heads < req.tp:
@@ -238,13 +272,14 @@ def plan(req: PlanRequest, shape: ModelShape | None, recipe: RecipeBaseline | No
         else:
             notes.append(f"MLA: one {shape.mla_dim}-wide latent per token per layer, not split by TP")
         stages = [
-            stage_kv(shape, kinds, req.tp, kv_b) for kinds in pp_stage_layers(shape.layer_kinds, req.pp)
+            stage_kv(shape, kinds, req.tp, kv_b, model_b)
+            for kinds in pp_stage_layers(shape.layer_kinds, req.pp)
         ]
         worst = max(
             stages, key=lambda s: (s.full_bytes_per_token + s.swa_bytes_per_token, s.state_bytes_per_seq)
         )
         per_token = worst.full_bytes_per_token + worst.swa_bytes_per_token
-        per_token_model = stage_kv(shape, shape.layer_kinds, 1, kv_b)
+        per_token_model = stage_kv(shape, shape.layer_kinds, 1, kv_b, model_b)
         per_token_model_bytes = per_token_model.full_bytes_per_token + per_token_model.swa_bytes_per_token
         state = worst.state_bytes_per_seq
         if req.pp > 1:
@@ -258,7 +293,7 @@ def plan(req: PlanRequest, shape: ModelShape | None, recipe: RecipeBaseline | No
         if shape.linear_state:
             notes.append(
                 f"{shape.count('linear')} {shape.linear_state.kind.upper()} layers hold a constant state of "
-                f"{shape.linear_state.bytes_per_gpu(req.tp):,} bytes per sequence each on one GPU (no prefix-cache checkpoints counted)"
+                f"{shape.linear_state.bytes_per_gpu(req.tp, model_b):,} bytes per sequence each on one GPU (no prefix-cache checkpoints counted)"
             )
         per_token_model = per_token_model_bytes
         plain = worst.swa_layers == 0 and worst.linear_layers == 0
@@ -318,6 +353,8 @@ def plan(req: PlanRequest, shape: ModelShape | None, recipe: RecipeBaseline | No
         recipe_min_nodes=recipe_nodes,
         kv_dtype_bytes=kv_b,
         kv_heads_per_gpu=heads_gpu,
+        model_dtype=served.served if served else None,
+        kv_cache_dtype=kv_dtype.name if kv_dtype else None,
         assumptions=notes,
     )
 

@@ -40,7 +40,10 @@ def plan_command(
     gpus: Annotated[
         int | None, typer.Option("--gpus", min=1, help="Number of GPUs (default TP x PP x DP).")
     ] = None,
-    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", min=1)] = 8,
+    gpus_per_node: Annotated[
+        int | None,
+        typer.Option("--gpus-per-node", min=1, help="GPUs per node (default 8; GB200/GB300 trays: 4)."),
+    ] = None,
     gpu_memory_gib: Annotated[
         float | None, typer.Option("--gpu-memory-gib", help="Memory per GPU in GiB (overrides the table).")
     ] = None,
@@ -55,7 +58,16 @@ def plan_command(
     ] = 0.92,
     max_model_len: Annotated[int | None, typer.Option("--max-model-len", min=1)] = None,
     kv_cache_dtype: Annotated[
-        str, typer.Option("--kv-cache-dtype", help="auto, fp8, bf16, fp16, ...")
+        str,
+        typer.Option("--kv-cache-dtype", help="auto (the served model dtype, as vLLM), fp8, bf16, fp16, ..."),
+    ] = "auto",
+    dtype: Annotated[
+        str,
+        typer.Option(
+            "--dtype",
+            help="vLLM's --dtype: auto (a float32 checkpoint is served in bfloat16, as vLLM does), "
+            "bfloat16, float16, float32.",
+        ),
     ] = "auto",
     block_size: Annotated[
         int, typer.Option("--block-size", min=1, help="KV block size (GPU default 16).")
@@ -84,14 +96,18 @@ def plan_command(
     junit: JunitOpt = None,
     strict: StrictOpt = False,
     verbose: VerboseOpt = False,
+    ctx: typer.Context = None,  # type: ignore[assignment]  # typer injects it
 ) -> None:
     from vllm_medic.plan.capacity import PlanRequest, plan
+    from vllm_medic.plan.dtype import normalize_model_dtype
     from vllm_medic.plan.gpus import GIB, lookup_gpu
     from vllm_medic.plan.inputs import read_model
+    from vllm_medic.plan.layouts import search_layouts
     from vllm_medic.plan.recipe_input import load_recipe_baseline
     from vllm_medic.plan.shape import DTYPE_BYTES, parse_model_config
     from vllm_medic.plan.verdict import plan_findings
 
+    gmu_given = _given(ctx, "gpu_memory_utilization")
     if config is None and recipe is None and weights_gib is None and kv_cache_gib is None:
         raise UsageError(
             "give --config (a model's config.json or dir), --recipe (e.g. kimi-k3) or --weights-gib"
@@ -108,6 +124,8 @@ def plan_command(
         raise UsageError(
             f"--kv-cache-dtype {kv_cache_dtype!r}: use auto or one of {', '.join(sorted(DTYPE_BYTES))}"
         )
+    if dtype.strip().lower() != "auto" and normalize_model_dtype(dtype) is None:
+        raise UsageError(f"--dtype {dtype!r}: use auto, bfloat16, float16 (half) or float32 (float)")
     if tp is None:
         if gpus is None:
             tp = 1
@@ -133,8 +151,10 @@ def plan_command(
             raise UsageError(f"{files.config_path}: {exc}") from exc
         weights_bytes, weights_basis = files.weight_bytes, files.weight_basis
         source["config"] = str(files.config_path)
+    from_checkpoint = weights_bytes is not None
     if weights_gib is not None:
         weights_bytes, weights_basis = int(weights_gib * GIB), f"--weights-gib {weights_gib:g}"
+        from_checkpoint = False
     baseline = load_recipe_baseline(recipe, variant) if recipe else None
     if baseline is None and shape is not None and _is_kimi_k3(shape.architecture, shape.model_type):
         # Kimi K3 is always judged against its recipe's baseline, never a small model's experience.
@@ -144,10 +164,11 @@ def plan_command(
         )
     if baseline is not None and "recipe" not in source:
         source["recipe"] = baseline.source
+    gpu_spec = lookup_gpu(gpu, gpu_memory_gib)
     req = PlanRequest(
-        gpu=lookup_gpu(gpu, gpu_memory_gib),
+        gpu=gpu_spec,
         gpus=gpus,
-        gpus_per_node=gpus_per_node,
+        gpus_per_node=gpus_per_node or gpu_spec.gpus_per_node,
         tp=tp,
         pp=pp,
         dp=dp,
@@ -155,6 +176,7 @@ def plan_command(
         gpu_memory_utilization=gpu_memory_utilization,
         max_model_len=max_model_len,
         kv_cache_dtype=kv_cache_dtype.lower(),
+        dtype=dtype.lower(),
         block_size=block_size,
         context_len=context_len,
         concurrency=concurrency,
@@ -162,10 +184,25 @@ def plan_command(
         overhead_bytes=int(overhead_gib * GIB) if overhead_gib is not None else None,
         weights_bytes=weights_bytes,
         weights_basis=weights_basis,
+        weights_from_checkpoint=from_checkpoint,
     )
+    if baseline is not None and baseline.recipe is not None and baseline.recipe.official is not None:
+        req = _with_profile_values(req, baseline, gmu_given, max_model_len is not None)
     result = plan(req, shape, baseline)
-    findings = plan_findings(req, result, shape)
+    search = None
+    if not result.fits:
+        search = search_layouts(
+            req,
+            shape,
+            baseline,
+            gmu_given=gmu_given,
+            max_model_len_given=max_model_len is not None,
+            hardware_key=baseline.key_for(req.gpu.name) if baseline else None,
+        )
+    findings = plan_findings(req, result, shape, search, baseline)
     extra = result.to_dict()
+    if search is not None:
+        extra["layout_search"] = search.to_dict()
     extra["inputs"] = {
         **source,
         "gpu": req.gpu.name,
@@ -176,8 +213,10 @@ def plan_command(
         "pp": pp,
         "dp": dp,
         "ep": ep,
-        "gpu_memory_utilization": gpu_memory_utilization,
+        "gpu_memory_utilization": req.gpu_memory_utilization,
+        "gpus_per_node": req.gpus_per_node,
         "kv_cache_dtype": req.kv_cache_dtype,
+        "dtype": req.dtype,
         "block_size": block_size,
     }
     if shape is not None:
@@ -219,6 +258,35 @@ def _check_sizes(sizes: dict[str, tuple[float | None, bool]]) -> None:
             raise UsageError(f"{flag} {value:g}: expected {bound} (GiB)")
 
 
+def _with_profile_values(req, baseline, gmu_given: bool, mml_given: bool):  # noqa: ANN001, ANN202
+    """An official recipe's resolved --gpu-memory-utilization / --max-model-len for this layout's strategy
+    and GPU generation, where the user did not set them."""
+    from dataclasses import replace
+
+    from vllm_medic.plan.layouts import profile_values
+    from vllm_medic.recipes.strategy import Topology, strategy_for
+
+    topo = Topology(tp=req.tp, pp=req.pp, dp=req.dp, ep=req.ep, gpus_per_node=req.gpus_per_node)
+    strategy, _ = strategy_for(topo)
+    gmu, mml, src = profile_values(baseline, strategy, baseline.key_for(req.gpu.name), req.gpu.family)
+    if not src:
+        return req
+    return replace(
+        req,
+        gpu_memory_utilization=req.gpu_memory_utilization if gmu_given or gmu is None else gmu,
+        max_model_len=req.max_model_len if mml_given or mml is None else mml,
+        profile_source=src,
+    )
+
+
+def _given(ctx: typer.Context | None, param: str) -> bool:
+    """Did the user pass this option (rather than take its default)?"""
+    if ctx is None:
+        return True
+    source = ctx.get_parameter_source(param)  # typer may vendor its own click: compare by name
+    return source is not None and getattr(source, "name", "") != "DEFAULT"
+
+
 def _is_kimi_k3(architecture: str, model_type: str) -> bool:
     return architecture.startswith("KimiK3") or model_type.lower().replace("-", "_").startswith("kimi_k3")
 
@@ -244,18 +312,21 @@ def _print_summary(req, result) -> None:  # noqa: ANN001 - typed in capacity; ke
     t.add_row("KV cache per GPU", gib(result.kv_cache_bytes_per_gpu))
     t.add_row(
         "KV bytes per token (per GPU)",
-        "unknown" if result.kv_bytes_per_token is None else f"{result.kv_bytes_per_token:,}",
+        "not checked" if result.kv_bytes_per_token is None else f"{result.kv_bytes_per_token:,}",
     )
     if result.state_bytes_per_sequence:
         t.add_row("constant state per sequence", f"{result.state_bytes_per_sequence:,} bytes")
-    t.add_row("KV tokens", "unknown" if result.kv_tokens is None else f"{result.kv_tokens:,}")
+    t.add_row("KV tokens", "not checked" if result.kv_tokens is None else f"{result.kv_tokens:,}")
     if result.max_concurrency is not None:
         t.add_row(f"max concurrency at {result.context_len:,} tokens", f"{result.max_concurrency:.2f}x")
-    t.add_row(
-        "fits",
-        ("yes" if result.fits else "NO")
-        + (f" (margin {gib(result.margin_bytes)})" if result.margin_bytes is not None else ""),
-    )
+    if result.kv_bytes_per_token is None and result.weights_fit:
+        t.add_row("fits", "weights: yes; KV cache: not checked (no config.json: pass --config)")
+    else:
+        t.add_row(
+            "fits",
+            ("yes" if result.fits else "NO")
+            + (f" (margin {gib(result.margin_bytes)})" if result.margin_bytes is not None else ""),
+        )
     out = console()
     out.print(t)
     for a in result.assumptions:

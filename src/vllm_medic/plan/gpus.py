@@ -21,6 +21,8 @@ class GpuSpec:
     reported_mib: int | None
     family: str
     source: str
+    bf16: bool = True  # vLLM's preferred dtype here is bfloat16 (CUDA cc >= 8.0, ROCm, CPU; plan.dtype)
+    gpus_per_node: int = 8
 
     @property
     def memory_bytes(self) -> int:
@@ -32,7 +34,7 @@ class GpuSpec:
     @property
     def memory_basis(self) -> str:
         if self.reported_mib:
-            return f"{self.reported_mib} MiB reported by the driver"
+            return f"{self.reported_mib:,} MiB = {self.reported_mib / 1024:.1f} GiB reported by the driver"
         return f"{self.memory_gb:g} GB spec figure (no driver-reported total on file)"
 
 
@@ -53,6 +55,7 @@ def gpu_table() -> dict[str, GpuSpec]:
             reported_mib=entry.get("reported_mib"),
             family=str(entry.get("family", "")),
             source=str(entry.get("source", "")),
+            gpus_per_node=int(entry.get("gpus_per_node", 8)),
         )
         for alias in [name, *entry.get("aliases", [])]:
             table[_key(alias)] = spec
@@ -86,5 +89,6 @@ def lookup_gpu(name: str, memory_gib: float | None = None) -> GpuSpec:
             reported_mib=int(round(memory_gib * 1024)),
             family=spec.family,
             source=f"--gpu-memory-gib {memory_gib:g} (overrides {spec.source or 'the table'})",
+            gpus_per_node=spec.gpus_per_node,
         )
     return spec

@@ -26,13 +26,22 @@ class RecipeBaseline:
     general_min_gpus: int | None = None
     verified_hardware: tuple[str, ...] = ()
     context_length: int | None = None
+    layouts: dict[str, dict[str, int]] = field(default_factory=dict)  # by GPU key: the baseline's layout
+    recipe: Any = None  # the loaded vllm_medic.recipes.Recipe (strategies, official profile), when known
 
     def baseline_for(self, gpu_name: str) -> tuple[int | None, int | None, str]:
-        key = gpu_name.lower().replace("-", "").replace("_", "")
-        for k, v in self.min_gpus.items():
-            if k.replace("-", "").replace("_", "") == key:
-                return v, self.min_nodes.get(k), self.notes.get(k, "")
+        k = self.key_for(gpu_name)
+        if k is not None:
+            return self.min_gpus[k], self.min_nodes.get(k), self.notes.get(k, "")
         return self.general_min_gpus, None, ""
+
+    def key_for(self, gpu_name: str) -> str | None:
+        """The recipe's hardware key for a GPU name (b300, h200, ...), or None."""
+        key = gpu_name.lower().replace("-", "").replace("_", "")
+        for k in self.min_gpus:
+            if k.replace("-", "").replace("_", "") == key:
+                return k
+        return None
 
 
 def load_recipe_baseline(name_or_path: str, variant: str = "default") -> RecipeBaseline:
@@ -55,6 +64,8 @@ def load_recipe_baseline(name_or_path: str, variant: str = "default") -> RecipeB
         notes={k: hb.note or hb.source for k, hb in recipe.hardware.items()},
         general_min_gpus=min(smg.values()) if smg else None,
         verified_hardware=tuple(recipe.hardware),
+        layouts={k: dict(hb.layout) for k, hb in recipe.hardware.items() if hb.layout},
+        recipe=recipe,
     )
     path = Path(name_or_path).expanduser()
     if path.is_file():

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from vllm_medic.plan.dtype import checkpoint_kv_cache_dtype, config_dtype
+
 DTYPE_BYTES: dict[str, float] = {
     "float32": 4,
     "float": 4,
@@ -39,17 +41,22 @@ def dtype_bytes(name: str) -> float:
 
 @dataclass(frozen=True)
 class LinearState:
-    """Constant per-sequence state of one linear-attention / recurrent layer, before TP sharding."""
+    """Constant per-sequence state of one linear-attention / recurrent layer, before TP sharding.
+
+    A dtype of None is the served model dtype (vLLM's mamba/conv state dtype ``auto``), known only
+    once ``--dtype`` is resolved for the GPU (``plan.dtype``)."""
 
     kind: str  # "kda" | "gdn" | "lightning"
     conv_elems: int  # conv-state elements (sharded by TP)
-    conv_dtype_bytes: float
+    conv_dtype_bytes: float | None
     recurrent_elems: int  # recurrent-state elements (sharded by TP over heads)
-    recurrent_dtype_bytes: float
+    recurrent_dtype_bytes: float | None
 
-    def bytes_per_gpu(self, tp: int) -> int:
-        conv = math.ceil(self.conv_elems / tp) * self.conv_dtype_bytes
-        rec = math.ceil(self.recurrent_elems / tp) * self.recurrent_dtype_bytes
+    def bytes_per_gpu(self, tp: int, model_dtype_bytes: float = 2) -> int:
+        conv_b = self.conv_dtype_bytes if self.conv_dtype_bytes is not None else model_dtype_bytes
+        rec_b = self.recurrent_dtype_bytes if self.recurrent_dtype_bytes is not None else model_dtype_bytes
+        conv = math.ceil(self.conv_elems / tp) * conv_b
+        rec = math.ceil(self.recurrent_elems / tp) * rec_b
         return int(conv + rec)
 
 
@@ -66,11 +73,14 @@ class ModelShape:
     mla_dim: int  # kv_lora_rank + qk_rope_head_dim (MLA only)
     sliding_window: int | None
     linear_state: LinearState | None
-    dtype: str
+    dtype: str  # the checkpoint's dtype as vLLM reads it (plan.dtype.config_dtype), not the served one
     max_position_embeddings: int | None
     hybrid: bool
     param_estimate: ParamEstimate
     notes: tuple[str, ...] = ()
+    dtype_source: str = ""
+    quantized: bool = False  # weights stored in a quantized format: the served dtype does not rescale them
+    checkpoint_kv_dtype: str | None = None  # a ModelOpt checkpoint's kv_cache_quant_algo (what `auto` uses)
 
     def count(self, kind: str) -> int:
         return sum(1 for k in self.layer_kinds if k == kind)
@@ -80,13 +90,13 @@ class ModelShape:
 class ParamEstimate:
     total: int
     expert: int
-    bytes_per_param: float
+    bytes_per_param: float | None  # None: unquantized, the served model dtype's size
     basis: str
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def weight_bytes(self) -> int:
-        return int(self.total * self.bytes_per_param)
+    def weight_bytes(self, model_dtype_bytes: float) -> int:
+        bpp = self.bytes_per_param if self.bytes_per_param is not None else model_dtype_bytes
+        return int(self.total * bpp)
 
     @property
     def expert_fraction(self) -> float:
@@ -174,7 +184,7 @@ def _layer_kinds(cfg: dict[str, Any], n: int) -> tuple[list[str], list[str]]:
     return ["full"] * n, notes
 
 
-def _linear_state(cfg: dict[str, Any], model_dtype_bytes: float) -> LinearState | None:
+def _linear_state(cfg: dict[str, Any]) -> LinearState | None:
     lac = cfg.get("linear_attn_config")
     if isinstance(lac, dict) and lac.get("num_heads"):
         heads = int(lac["num_heads"])
@@ -182,9 +192,7 @@ def _linear_state(cfg: dict[str, Any], model_dtype_bytes: float) -> LinearState 
         kernel = int(lac.get("short_conv_kernel_size") or 4)
         # vLLM KDA: three short convs (q, k, v) of (kernel-1) x heads*head_dim in the model dtype,
         # and a float32 recurrent state of heads x head_dim x head_dim.
-        return LinearState(
-            "kda", 3 * (kernel - 1) * heads * head_dim, model_dtype_bytes, heads * head_dim * head_dim, 4
-        )
+        return LinearState("kda", 3 * (kernel - 1) * heads * head_dim, None, heads * head_dim * head_dim, 4)
     if cfg.get("linear_num_value_heads"):
         nk = int(cfg.get("linear_num_key_heads") or 0)
         dk = int(cfg.get("linear_key_head_dim") or 0)
@@ -192,18 +200,16 @@ def _linear_state(cfg: dict[str, Any], model_dtype_bytes: float) -> LinearState 
         dv = int(cfg.get("linear_value_head_dim") or 0)
         kernel = int(cfg.get("linear_conv_kernel_dim") or 4)
         ssm_dtype = cfg.get("mamba_ssm_dtype")
-        ssm_bytes = dtype_bytes(ssm_dtype) if ssm_dtype else model_dtype_bytes
-        return LinearState(
-            "gdn", (kernel - 1) * (2 * nk * dk + nv * dv), model_dtype_bytes, nv * dk * dv, ssm_bytes
-        )
+        ssm_bytes = dtype_bytes(ssm_dtype) if ssm_dtype else None
+        return LinearState("gdn", (kernel - 1) * (2 * nk * dk + nv * dv), None, nv * dk * dv, ssm_bytes)
     if isinstance(cfg.get("attn_type_list"), list):
         heads = int(cfg.get("num_attention_heads") or 0)
         head_dim = int(cfg.get("head_dim") or (int(cfg.get("hidden_size") or 0) // max(heads, 1)))
-        return LinearState("lightning", 0, model_dtype_bytes, heads * head_dim * head_dim, 4)
+        return LinearState("lightning", 0, None, heads * head_dim * head_dim, 4)
     return None
 
 
-def _estimate_params(cfg: dict[str, Any], kinds: list[str], dtype_b: float) -> ParamEstimate:
+def _estimate_params(cfg: dict[str, Any], kinds: list[str]) -> ParamEstimate:
     hidden = _int(cfg, "hidden_size", default=0) or 0
     vocab = _int(cfg, "vocab_size", default=0) or 0
     heads = _int(cfg, "num_attention_heads", default=1) or 1
@@ -251,8 +257,8 @@ def _estimate_params(cfg: dict[str, Any], kinds: list[str], dtype_b: float) -> P
             total += e + 3 * hidden * shared_inter + hidden * n_experts
         else:
             total += 3 * hidden * dense_inter
-    bpp = dtype_b
-    basis = f"parameters estimated from config.json sizes x {dtype_b:g} bytes"
+    bpp: float | None = None
+    basis = "parameters estimated from config.json sizes x the served dtype's bytes"
     q = cfg.get("quantization_config")
     if isinstance(q, dict):
         method = str(q.get("quant_method") or q.get("format") or "").lower()
@@ -313,18 +319,17 @@ def _parse_model_config(raw: dict[str, Any]) -> ModelShape:
         _check_size(name, value, MAX_DIM)
     if not head_dim:
         raise ValueError("config.json has neither head_dim nor hidden_size")
-    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or raw.get("torch_dtype") or "bfloat16")
-    dtype = dtype.removeprefix("torch.")
-    model_b = dtype_bytes(dtype)
+    dtype, dtype_source = config_dtype(raw)
     kinds, notes = _layer_kinds(cfg, n)
     mla = bool(cfg.get("kv_lora_rank"))
     mla_dim = (int(cfg["kv_lora_rank"]) + int(cfg.get("qk_rope_head_dim") or 64)) if mla else 0
     _check_size("kv_lora_rank + qk_rope_head_dim", mla_dim, MAX_DIM)
-    state = _linear_state(cfg, model_b) if "linear" in kinds else None
+    state = _linear_state(cfg) if "linear" in kinds else None
     if "linear" in kinds and state is None:
         notes.append(
             "linear/recurrent layers found but their state size is not known from this config: counted as 0"
         )
+    params = _estimate_params(cfg, kinds)
     archs = raw.get("architectures") or cfg.get("architectures") or [""]
     return ModelShape(
         model_type=str(cfg.get("model_type") or raw.get("model_type") or ""),
@@ -341,8 +346,13 @@ def _parse_model_config(raw: dict[str, Any]) -> ModelShape:
         dtype=dtype,
         max_position_embeddings=_int(cfg, "max_position_embeddings"),
         hybrid="linear" in kinds,
-        param_estimate=_estimate_params(cfg, kinds, model_b),
+        param_estimate=params,
         notes=tuple(notes),
+        dtype_source=dtype_source,
+        quantized=params.bytes_per_param is not None,
+        checkpoint_kv_dtype=checkpoint_kv_cache_dtype(
+            cfg.get("quantization_config") or raw.get("quantization_config")
+        ),
     )
 
 

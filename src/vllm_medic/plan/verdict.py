@@ -7,6 +7,8 @@ import math
 from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.plan.capacity import PlanRequest, PlanResult
 from vllm_medic.plan.gpus import GIB
+from vllm_medic.plan.layouts import MAX_NODES, LayoutSearch
+from vllm_medic.plan.recipe_input import RecipeBaseline
 from vllm_medic.plan.shape import ModelShape
 
 DOCS_MEMORY = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
@@ -21,15 +23,57 @@ def _nodes(gpus: int, per_node: int) -> str:
     return f"{gpus} GPUs ({nodes} node{'s' if nodes != 1 else ''} of {per_node})"
 
 
-def _layout_size(gpus: int, per_node: int) -> int:
-    """Round a GPU count to one vLLM can lay out: a power of two within a node, whole nodes beyond."""
-    if gpus <= per_node:
-        return min(per_node, 1 << (gpus - 1).bit_length())
-    return math.ceil(gpus / per_node) * per_node
+def _layout_fix(req: PlanRequest, search: LayoutSearch | None) -> list[str]:
+    """The layout to use instead, from the search (never a bare GPU count)."""
+    if search is None:
+        return []
+    best = search.best
+    gpu = req.gpu.name
+    if best is None:
+        return [
+            f"No TP/PP/DP/EP layout of up to {req.gpus_per_node * MAX_NODES} x {gpu} fits at these settings: "
+            "use a GPU with more memory or a smaller-precision checkpoint."
+        ]
+    if search.within_given:
+        return [f"Use {best.summary(gpu)}: launch with `{best.flags()}` (more in PLAN006)."]
+    return [
+        f"No layout of {req.gpus} x {gpu} fits; the smallest that does is {best.summary(gpu)}: "
+        f"launch with `{best.flags()}` (more in PLAN006)."
+    ]
 
 
-def plan_findings(req: PlanRequest, res: PlanResult, shape: ModelShape | None) -> list[Finding]:
+def _search_finding(req: PlanRequest, search: LayoutSearch) -> Finding:
+    gpu = req.gpu.name
+    ev = [f"{c.summary(gpu)}; flags: {c.flags()}" for c in search.candidates[:3]]
+    ev.append(
+        f"searched {search.evaluated} TP x PP x DP (+ EP) layouts the model and recipe allow; ranked by fewest "
+        "GPUs, then standard strategy shapes, then margin, then TP within a node"
+    )
+    ev += search.notes
+    if search.best is None:
+        title = f"No layout fits {req.gpus} x {gpu} (nor up to {req.gpus_per_node * MAX_NODES} GPUs)"
+    elif search.within_given:
+        n = len(search.candidates)
+        title = f"{n} layout{'s' if n != 1 else ''} fit {req.gpus} x {gpu}; best: {search.best.label()}"
+    else:
+        title = f"No layout fits {req.gpus} x {gpu}; smallest that fits: {search.best.gpus} GPUs, {search.best.label()}"
+    fix = (
+        [f"`{search.best.flags()}`" + (f" (strategy {search.best.strategy})" if search.best.strategy else "")]
+        if search.best
+        else []
+    )
+    return Finding("PLAN006", Severity.INFO, Category.PARALLEL_LAYOUT, title, ev, fix)
+
+
+def plan_findings(
+    req: PlanRequest,
+    res: PlanResult,
+    shape: ModelShape | None,
+    search: LayoutSearch | None = None,
+    recipe: RecipeBaseline | None = None,
+) -> list[Finding]:
     out: list[Finding] = []
+    layout_fix = _layout_fix(req, search)
     layout = (
         f"TP {req.tp} x PP {req.pp} x DP {req.dp}{' + EP' if req.ep else ''} on {req.gpus} x {req.gpu.name}"
     )
@@ -69,7 +113,8 @@ def plan_findings(req: PlanRequest, res: PlanResult, shape: ModelShape | None) -
                     ],
                     [
                         f"Plan at least {_nodes(res.recipe_min_gpus, req.gpus_per_node)} of {req.gpu.name}, or a GPU whose recipe baseline you meet.",
-                        "Keep the recipe's layout for that GPU count (e.g. TP within a node, PP or DP across nodes).",
+                        *_baseline_layout(req, recipe),
+                        *layout_fix,
                     ],
                 )
             )
@@ -88,16 +133,7 @@ def plan_findings(req: PlanRequest, res: PlanResult, shape: ModelShape | None) -
             )
         )
     else:
-        need = res.min_gpus_for_weights
-        target = max(need or 0, res.recipe_min_gpus or 0)
-        fix = []
-        if target:
-            fix.append(
-                f"Use at least {_nodes(_layout_size(target, req.gpus_per_node), req.gpus_per_node)} "
-                f"of {req.gpu.name} (weights alone need {need} at this utilization"
-                + (f"; the recipe baseline is {res.recipe_min_gpus}" if res.recipe_min_gpus else "")
-                + ")."
-            )
+        fix = list(layout_fix)
         fix.append(
             "Or a GPU with more memory, or a smaller-precision checkpoint (fp8 / fp4) if the recipe offers one."
         )
@@ -137,7 +173,8 @@ def plan_findings(req: PlanRequest, res: PlanResult, shape: ModelShape | None) -
             )
         else:
             fix = [
-                f"Lower --max-model-len to {res.max_model_len_that_fits:,} or less (what this KV cache holds)."
+                f"Lower --max-model-len to {res.max_model_len_that_fits:,} or less (what this KV cache holds).",
+                *layout_fix,
             ]
             if res.kv_dtype_bytes and res.kv_dtype_bytes > 1:
                 fix.append("Use --kv-cache-dtype fp8: it halves the KV bytes per token of bf16.")
@@ -158,6 +195,10 @@ def plan_findings(req: PlanRequest, res: PlanResult, shape: ModelShape | None) -
                     [DOCS_MEMORY],
                 )
             )
+    if shape is None and res.weights_fit:
+        out.extend(_kv_not_checked(req, res))
+    if search is not None:
+        out.append(_search_finding(req, search))
     if res.max_concurrency is not None and res.context_len:
         conc = f"{res.max_concurrency:.2f}x"
         if req.concurrency is None:
@@ -187,7 +228,12 @@ def plan_findings(req: PlanRequest, res: PlanResult, shape: ModelShape | None) -
                 if ok
                 else [
                     f"Shorten the context per request below {res.context_len:,} tokens, or use --kv-cache-dtype fp8.",
-                    "Add DP replicas (each brings its own KV cache) or GPUs; re-run `vllm-medic plan` with the new layout.",
+                    *(
+                        layout_fix
+                        or [
+                            "Add DP replicas (each brings its own KV cache) or GPUs; re-run `vllm-medic plan`."
+                        ]
+                    ),
                     "Then raise concurrency step by step in `vllm-medic accept`, recording where OOM and timeouts start.",
                 ]
             )
@@ -201,4 +247,61 @@ def plan_findings(req: PlanRequest, res: PlanResult, shape: ModelShape | None) -
                     fix,
                 )
             )
+    return out
+
+
+def _baseline_layout(req: PlanRequest, recipe: RecipeBaseline | None) -> list[str]:
+    key = recipe.key_for(req.gpu.name) if recipe else None
+    layout = recipe.layouts.get(key) if recipe and key else None
+    if not layout:
+        return []
+    parts = [f"{k.upper()} {v}" for k, v in layout.items() if k != "ep" and v > 1]
+    flags = {"tp": "--tensor-parallel-size", "pp": "--pipeline-parallel-size", "dp": "--data-parallel-size"}
+    cmd = " ".join(f"{flags[k]} {v}" for k, v in layout.items() if k in flags and v > 1)
+    return [
+        f"The recipe baseline's layout on {req.gpu.name}: {' x '.join(parts) or 'TP 1'}"
+        + (" + EP" if layout.get("ep") else "")
+        + f" (`{cmd}`)."
+    ]
+
+
+def _kv_not_checked(req: PlanRequest, res: PlanResult) -> list[Finding]:
+    """Without a config.json the KV bytes per token are unknown: the KV cache and the concurrency it
+    allows are *not checked*, never passed (a weights-only plan must not read as "fits")."""
+    length = f"{res.max_model_len:,}-token" if res.max_model_len else "--max-model-len"
+    ev = [
+        "KV bytes per token come from config.json (layers, num_key_value_heads x head_dim, or MLA "
+        "kv_lora_rank + qk_rope_head_dim, linear-attention state): no --config was given",
+        f"weights checked only: {_gib(res.weights_per_gpu_bytes)} per GPU, "
+        f"{_gib(res.kv_cache_bytes_per_gpu)} would be left for the KV cache",
+    ]
+    fix = [
+        "Pass --config MODEL_DIR (or its config.json) to compute KV bytes per token, KV tokens and concurrency.",
+        "For a model whose config.json is not public yet (Kimi K3 before its weights are published), plan with "
+        "the config once you have the checkpoint; until then start with the recipe's --max-model-len for your "
+        "hardware and read vLLM's 'GPU KV cache size' / 'Maximum concurrency' log lines at startup.",
+    ]
+    out = [
+        Finding(
+            "PLAN002",
+            Severity.NOT_CHECKED,
+            Category.OOM_STARTUP,
+            f"KV cache not checked: whether one {length} request fits is unknown without the model's config.json",
+            ev,
+            fix,
+            [DOCS_MEMORY],
+        )
+    ]
+    if req.concurrency is not None:
+        ctx = f"{res.context_len:,}-token " if res.context_len else ""
+        out.append(
+            Finding(
+                "PLAN003",
+                Severity.NOT_CHECKED,
+                Category.OOM_RUNTIME,
+                f"Concurrency not checked: {req.concurrency} concurrent {ctx}requests need the KV bytes per token",
+                [ev[0]],
+                fix[:1],
+            )
+        )
     return out

@@ -171,7 +171,11 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
         f = f"vllm_floors[{i}]"
         fl = r.req({"x": fl}, "x", dict, f)
         recipe.vllm_floors.append(
-            Floor(str(r.req(fl, "version", (str, int, float), f + ".version")), _s(fl.get("source", where)))
+            Floor(
+                str(r.req(fl, "version", (str, int, float), f + ".version")),
+                _s(fl.get("source", where)),
+                bool(r.get(fl, "enforced", bool, f + ".enforced", True)),
+            )
         )
     for i, im in enumerate(r.get(doc, "images", list, "images", [])):
         f = f"images[{i}]"
@@ -224,11 +228,16 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
         for key, b in r.get(hw, "baselines", dict, "hardware.baselines", {}).items():
             f = f"hardware.baselines.{key}"
             b = r.req({"x": b}, "x", dict, f)
+            layout = r.get(b, "layout", dict, f + ".layout", {})
+            for lk, lv in layout.items():
+                if lk not in ("tp", "pp", "dp", "ep") or not isinstance(lv, int):
+                    raise r.fail(f"{f}.layout.{lk}", "tp/pp/dp/ep: an integer (ep: 0 or 1)", lv)
             recipe.hardware[str(key).lower()] = HardwareBaseline(
                 int(r.req(b, "min_gpus", int, f + ".min_gpus")),
                 r.get(b, "min_nodes", int, f + ".min_nodes"),
                 _s(b.get("note", "")),
                 src,
+                tuple((str(k), int(v)) for k, v in layout.items()),
             )
     smg = r.get(doc, "strategy_min_gpus", dict, "strategy_min_gpus")
     if smg is not None:
@@ -236,10 +245,21 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
         recipe.strategy_min_gpus = Sourced(
             {str(k): int(v) for k, v in value.items()}, _s(smg.get("source", where))
         )
+    st = r.get(doc, "strategies", dict, "strategies")
+    if st is not None:
+        compat = [str(x) for x in r.get(st, "compatible", list, "strategies.compatible", [])]
+        recipe.compatible_strategies = Sourced(compat, _s(st.get("source", where)))
+        for name, gates in r.get(st, "hardware", dict, "strategies.hardware", {}).items():
+            gates = r.get({"x": gates}, "x", dict, f"strategies.hardware.{name}")
+            recipe.strategy_hardware[str(name)] = {str(k).lower(): str(v) for k, v in gates.items()}
     w = r.get(doc, "weights", dict, "weights")
     if w is not None:
         gb = r.req(w, "gb", (int, float), "weights.gb")
         recipe.weights = Sourced(float(gb), _s(w.get("source", where)))
+    cl = r.get(doc, "context_length", dict, "context_length")
+    if cl is not None:
+        tokens = r.req(cl, "tokens", int, "context_length.tokens")
+        recipe.context_length = Sourced(int(tokens), _s(cl.get("source", where)))
     for i, fl in enumerate(r.get(doc, "required_flags", list, "required_flags", [])):
         f = f"required_flags[{i}]"
         fl = r.req({"x": fl}, "x", dict, f)
@@ -253,6 +273,17 @@ def _parse_ours(doc: Any, where: str, origin: str) -> Recipe:
             )
         )
     recipe.network = _parse_network(r, r.get(doc, "network", dict, "network", {}), where)
+    ret = r.get(doc, "prefix_cache_retention", dict, "prefix_cache_retention")
+    if ret is not None:
+        recipe.prefix_cache_retention = {
+            "env": str(ret.get("env", "VLLM_PREFIX_CACHE_RETENTION_INTERVAL")),
+            "flag": str(ret.get("flag", "")),
+            "example_interval_tokens": r.get(
+                ret, "example_interval_tokens", int, "prefix_cache_retention.example_interval_tokens"
+            ),
+            "choose": [_s(x) for x in r.get(ret, "choose", list, "prefix_cache_retention.choose", [])],
+            "source": _s(ret.get("source", where)),
+        }
     return recipe
 
 
@@ -271,6 +302,9 @@ def _parse_network(r: _Reader, net: dict[str, Any], where: str) -> Network:
     for k, v in r.get(net, "rdma_env", dict, "network.rdma_env", {}).items():
         v = r.get({"x": v}, "x", dict, f"network.rdma_env.{k}")
         out.rdma_env[str(k)] = Sourced(str(v.get("value", "")), _s(v.get("source", where)))
+        scope = r.get(v, "strategies", list, f"network.rdma_env.{k}.strategies", [])
+        if scope:
+            out.rdma_env_strategies[str(k)] = [str(x) for x in scope]
     dm = r.get(net, "dmabuf_fallback", dict, "network.dmabuf_fallback")
     if dm is not None:
         out.dmabuf_fallback = {
@@ -368,11 +402,17 @@ def _parse_official(doc: dict[str, Any], path: Path) -> Recipe:
                     old.min_nodes if old else None,
                     old.note if old else "",
                     f"{where}: strategy_min_gpus.{k}",
+                    old.layout if old else (),
                 )
             else:
                 strategies[str(k)] = v
         recipe.strategy_min_gpus = Sourced(strategies, f"{where}: strategy_min_gpus")
 
+    ctx_len = model.get("context_length")
+    if ctx_len is not None:
+        if not isinstance(ctx_len, int) or isinstance(ctx_len, bool):
+            raise r.fail("model.context_length", "an integer", ctx_len)
+        recipe.context_length = Sourced(ctx_len, f"{where}: model.context_length")
     base_args = [str(a) for a in r.get(model, "base_args", list, "model.base_args", [])]
     compatible = [str(s) for s in r.get(doc, "compatible_strategies", list, "compatible_strategies", [])]
     strategy_overrides = r.get(doc, "strategy_overrides", dict, "strategy_overrides", {})
@@ -382,6 +422,13 @@ def _parse_official(doc: dict[str, Any], path: Path) -> Recipe:
         r.get(block, "extra_args", list, f"hardware_overrides.{fam}.extra_args")
         r.get(block, "extra_env", dict, f"hardware_overrides.{fam}.extra_env")
     wanted = set(compatible) | set(strategy_overrides) | set(doc.get("strategy_hardware") or {})
+    if compatible or doc.get("strategy_hardware"):
+        recipe.compatible_strategies = Sourced(compatible, f"{where}: compatible_strategies")
+        recipe.strategy_hardware = {
+            str(k): {str(h).lower(): str(x) for h, x in v.items()}
+            for k, v in (doc.get("strategy_hardware") or {}).items()
+            if isinstance(v, dict)
+        }
     recipe.official = OfficialProfile(
         path=where,
         base_args=base_args,

@@ -24,6 +24,7 @@ class Sourced:
 class Floor:
     version: str
     source: str
+    enforced: bool = True  # rules fail below it; an unenforced floor is shown with its source
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ class HardwareBaseline:
     min_nodes: int | None
     note: str
     source: str
+    layout: tuple[
+        tuple[str, int], ...
+    ] = ()  # the layout at min_gpus that `plan` verified fits: (("tp", 8), ("pp", 2))
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class Network:
     all2all_source: str = ""
     nvlink_only_moe_backends: Sourced | None = None
     rdma_env: dict[str, Sourced] = field(default_factory=dict)
+    rdma_env_strategies: dict[str, list[str]] = field(default_factory=dict)  # env -> strategies it belongs to
     dmabuf_fallback: dict[str, str] | None = None  # env, value, requires_module, source
     mnnvl_env: Sourced | None = None
 
@@ -131,10 +136,23 @@ class Recipe:
     driver: DriverFloor | None = None
     hardware: dict[str, HardwareBaseline] = field(default_factory=dict)
     strategy_min_gpus: Sourced | None = None  # dict strategy -> gpus
+    compatible_strategies: Sourced | None = None  # list of strategy names offered on every GPU
+    strategy_hardware: dict[str, dict[str, str]] = field(
+        default_factory=dict
+    )  # strategy -> gpu -> (un)supported
     weights: Sourced | None = None  # value = GB
+    context_length: Sourced | None = None  # tokens: vLLM's --max-model-len when the launch sets none
     required_flags: list[RequiredFlag] = field(default_factory=list)
     network: Network = field(default_factory=Network)
     official: OfficialProfile | None = None
+    prefix_cache_retention: dict[str, Any] | None = None  # env, flag, example_interval_tokens, choose, source
+
+    def enforced_vllm_floor(self) -> Floor | None:
+        """The vLLM floor rules enforce (the highest enforced one), or None."""
+        from vllm_medic.recipes.versions import parse_version
+
+        floors = [f for f in self.vllm_floors if f.enforced] or self.vllm_floors
+        return max(floors, key=lambda f: parse_version(f.version) or (0,), default=None)
 
     def hybrid_match(self, model: str | None, architectures: list[str]) -> str | None:
         """Why this model is a known hybrid ("model id matches *Kimi-Linear*"), or None."""
@@ -164,3 +182,15 @@ class Recipe:
             "images": [img.tag for img in self.images],
             "driver_floor": self.driver.min_version if self.driver else None,
         }
+
+    def strategy_allowed(
+        self, strategy: str, hardware: str | None, family: str | None = None
+    ) -> tuple[bool, str]:
+        """Whether the recipe offers ``strategy`` on ``hardware`` (the recipes site's gate), and why.
+        A recipe that lists no strategies allows every one."""
+        from vllm_medic.recipes.strategy import strategy_allowed
+
+        if self.compatible_strategies is None and not self.strategy_hardware:
+            return True, f"recipe {self.name} lists no strategies"
+        compatible = list(self.compatible_strategies.value) if self.compatible_strategies else []
+        return strategy_allowed(strategy, hardware, compatible, self.strategy_hardware, family)
