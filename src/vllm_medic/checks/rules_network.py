@@ -6,6 +6,7 @@ from vllm_medic.checks.facts import Facts
 from vllm_medic.checks.hardware import DmabufNeeds, gpudirect_needs
 from vllm_medic.checks.launch_topology import choose_strategy, launch_topology
 from vllm_medic.checks.registry import Rule, rule
+from vllm_medic.collect.parsers.residue import grep_shows
 from vllm_medic.model import Finding
 from vllm_medic.recipes.model import Recipe
 from vllm_medic.recipes.versions import parse_version, version_lt
@@ -188,8 +189,7 @@ def ucx_tls(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         choice = choose_strategy(facts, recipe)
         if choice.name not in scope:
             return [
-                r.finding(
-                    "pass",
+                r.not_applicable(
                     f"UCX_TLS not needed: the recipe sets it for {', '.join(scope)} only (KV-cache transfer)",
                     [choice.evidence(), f"recipe: UCX_TLS={want.value} ({want.source})"],
                 )
@@ -210,10 +210,23 @@ def ucx_tls(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     return [r.finding("pass", f"UCX_TLS={val} includes rc and cuda_copy", ev)]
 
 
-def _modules(facts: Facts) -> tuple[set[str], str | None]:
-    """The loaded modules listed, and why absence cannot be read from them (missing, partial, not captured)."""
+def _modules(facts: Facts, *wanted: str) -> tuple[set[str], str | None]:
+    """The loaded modules listed, and why absence of ``wanted`` cannot be read from them (missing,
+    partial, not captured). A grepped listing proves absence only of what its grep would have shown:
+    `lsmod | grep nvidia` for nvidia_peermem, never for mlx5_ib."""
     mods = set(facts.snapshot.kernel_modules)
-    return mods, facts.unread("lsmod", bool(mods))
+    unread = facts.unread("lsmod", bool(mods))
+    commands = facts.snapshot.extra.get("lsmod_commands") or []
+    only_grep = unread is not None and facts.missing("lsmod") is None and len(commands) == 1
+    if only_grep and wanted and all(grep_shows(commands[0], m) for m in wanted):
+        return mods, None
+    return mods, unread
+
+
+def _absence_line(facts: Facts, module: str, listed: int) -> str:
+    commands = facts.snapshot.extra.get("lsmod_commands") or []
+    through = f" (`{commands[0]}` would have listed it)" if commands else ""
+    return f"{facts._file_of('lsmod')}: no {module} among {listed} modules{through}"
 
 
 def _module_line(facts: Facts, module: str) -> str:
@@ -283,7 +296,7 @@ def dmabuf_needs_peermem(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
     }
     needs = gpudirect_needs()
     val, where = facts.env(fb["env"])
-    mods, unread = _modules(facts)
+    mods, unread = _modules(facts, fb["requires_module"])
     peer = [m for m in (fb["requires_module"], *needs.peermem_modules) if m in mods]
     if val == fb["value"]:
         ev = [where, f"source: {fb['source']}"]
@@ -304,7 +317,7 @@ def dmabuf_needs_peermem(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
             r.finding(
                 "fail",
                 f"{fb['env']}={val} without {fb['requires_module']} loaded",
-                ev + [f"{facts._file_of('lsmod')}: no {fb['requires_module']} among {len(mods)} modules"],
+                ev + [_absence_line(facts, fb["requires_module"], len(mods))],
             )
         ]
     env_known = facts.launch_known or facts.captured("env") or bool(facts.snapshot.env)
@@ -407,7 +420,7 @@ def dmabuf_needs_peermem(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
 )
 def mlx5_modules(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     devs = [d for d in facts.rdma_devices() if d.startswith("mlx5")]
-    mods, unread = _modules(facts)
+    mods, unread = _modules(facts, "mlx5_core", "mlx5_ib")
     loaded = [m for m in ("mlx5_core", "mlx5_ib") if m in mods]
     if len(loaded) == 2:
         ev = [_module_line(facts, m) for m in loaded]

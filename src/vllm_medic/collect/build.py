@@ -488,8 +488,9 @@ def _modules(ctx: BuildContext) -> None:
     commands = ctx.commands("lsmod")
     patterns = [p for cmd in commands for p in grep_patterns(cmd)]
     if patterns:
-        # `lsmod | grep nvidia` proves nvidia_uvm absent (it would match), not mlx5_ib
+        # `lsmod | grep nvidia` proves nvidia_peermem absent (it would match), not mlx5_ib
         ctx.snapshot.extra["lsmod_grep"] = patterns
+        ctx.snapshot.extra["lsmod_commands"] = commands
     elif not any(pipes(cmd) for cmd in commands):
         if not r.header and r.modules:
             ctx.partial(

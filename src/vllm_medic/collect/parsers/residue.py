@@ -223,3 +223,31 @@ def grep_patterns(command: str) -> list[str]:
         for word in explicit or words[:1]:
             out.extend(p for p in re.split(r"\\\||\|", word) if p)
     return out
+
+
+# grep options that keep "a line matching PATTERN is shown" true; anything else (-v, -w, -x, -c, -m, -l, -o)
+# changes which lines come through, so nothing about an absent line can be concluded.
+_SHOWING_GREP_OPTIONS = frozenset(
+    {"-i", "-E", "-F", "-e", "--color", "--colour", "--color=auto", "--color=never"}
+)
+
+
+def grep_shows(command: str, name: str) -> bool:
+    """Would ``command``'s filters let a line containing ``name`` through? True only for one plain grep
+    stage whose pattern (or one of its alternatives) matches ``name``: then its absence from the output
+    is proof. Any other filter (head, -v, -w, a second stage...) answers False."""
+    filters = pipes(command)
+    if len(filters) != 1 or filters[0][0] not in ("grep", "egrep", "fgrep"):
+        return False
+    tool, args = filters[0]
+    opts = [a for a in args if a.startswith("-")]
+    if any(o not in _SHOWING_GREP_OPTIONS for o in opts):
+        return False
+    fold = "-i" in opts
+    hay = name.lower() if fold else name
+    for pattern in grep_patterns(command):
+        needle = pattern.lower() if fold else pattern
+        literal = tool == "fgrep" or "-F" in opts or re.fullmatch(r"[\w.-]+", needle)
+        if literal and needle in hay:
+            return True
+    return False
