@@ -112,6 +112,27 @@ def test_a_grepped_lsmod_on_one_node_is_not_a_difference_between_nodes():
     assert [f.id for f in compare({"node-a": a, "node-b": b}).findings] == ["CLU011"]
 
 
+def test_a_grep_that_would_have_shown_a_module_proves_it_absent_on_that_node():
+    """`lsmod | grep nvidia` without nvidia_peermem: peermem differs, mlx5 (which it hides) is not compared."""
+    a = Snapshot(
+        kernel_modules=["nvidia_drm", "nvidia"],
+        partial={"lsmod": "captured through `grep nvidia`"},
+        extra={"lsmod_commands": ["lsmod | grep nvidia"]},
+    )
+    b = Snapshot(kernel_modules=["nvidia", "nvidia_peermem", "mlx5_core", "mlx5_ib"])
+    report = compare({"node-a": a, "node-b": b})
+    (f,) = report.findings
+    assert f.id == "CLU011" and f.severity.value == "fail"
+    assert f.evidence == [
+        "nvidia_peermem: loaded on node-b; not loaded on node-a (node-a's `lsmod | grep nvidia` would have listed it)"
+    ]
+    row = next(r for r in report.rows if r["id"] == "CLU011")
+    assert "not shown whether loaded: " in row["values"]["node-a"] and "mlx5_ib" in row["values"]["node-a"]
+    # a grep for something else shows nothing about peermem
+    a.extra["lsmod_commands"] = ["lsmod | grep drm"]
+    assert compare({"node-a": a, "node-b": b}).findings == []
+
+
 # ---------------------------------------------------------------- a good node, one source taken away at a time
 
 TOPO_FILE = (

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from vllm_medic.collect.parsers.residue import grep_shows
 from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.snapshot import Snapshot
 
@@ -83,11 +84,37 @@ def _rdma_up(s: Snapshot) -> str | None:
     return ",".join(up) or "(none up)"
 
 
-def _modules(s: Snapshot) -> str | None:
+MODULES_FACT = "GPU/RDMA kernel modules"
+MODULES_FIX = (
+    "Load the same modules on every node: `modprobe nvidia_peermem` (GPUDirect RDMA), `mlx5_core`/`mlx5_ib`",
+    "Re-check `lsmod | grep -E 'mlx5|nvidia_peermem'` on each node, then the NCCL init log",
+)
+
+
+def _module_shown(s: Snapshot, module: str) -> bool | None:
+    """Is ``module`` loaded on the node (True/False), or unknown (None): not captured, or captured through
+    a filter that would have hidden it. `lsmod | grep nvidia` answers for nvidia_peermem, not for mlx5_ib."""
     if not s.kernel_modules:
         return None
-    loaded = set(s.kernel_modules)
-    return ",".join(m for m in CHECKED_MODULES if m in loaded) or "(none of the GPU/RDMA modules)"
+    if "lsmod" in s.partial:
+        commands = s.extra.get("lsmod_commands") or []
+        if module in s.kernel_modules:
+            return True  # what a filter let through is there
+        if len(commands) != 1 or not grep_shows(str(commands[0]), module):
+            return None
+    return module in s.kernel_modules
+
+
+def _modules_value(s: Snapshot) -> str:
+    if not s.kernel_modules:
+        return UNKNOWN
+    loaded = ",".join(m for m in CHECKED_MODULES if m in s.kernel_modules) or "(none of the GPU/RDMA modules)"
+    if "lsmod" in s.partial:
+        unknown = [m for m in CHECKED_MODULES if _module_shown(s, m) is None]
+        return f"{PARTIAL} lsmod: {s.partial['lsmod']}) {loaded}" + (
+            f"; not shown whether loaded: {','.join(unknown)}" if unknown else ""
+        )
+    return loaded
 
 
 def _extra(key: str) -> Callable[[Snapshot], str | None]:
@@ -201,18 +228,6 @@ FACTS: tuple[Fact, ...] = (
         ),
         ("ibdev2netdev",),
     ),
-    Fact(
-        "CLU011",
-        "GPU/RDMA kernel modules",
-        Category.NCCL_NETWORK,
-        Severity.FAIL,
-        _modules,
-        (
-            "Load the same modules on every node: `modprobe nvidia_peermem` (GPUDirect RDMA), `mlx5_core`/`mlx5_ib`",
-            "Re-check `lsmod | grep -E 'mlx5|nvidia_peermem'` on each node, then the NCCL init log",
-        ),
-        ("lsmod",),
-    ),
 )
 
 
@@ -268,8 +283,49 @@ def compare(snapshots: Mapping[str, Snapshot]) -> ConsistencyReport:
                     fix=list(fact.fix),
                 )
             )
+    _compare_modules(snapshots, nodes, report)
     _compare_env(snapshots, nodes, report)
     return report
+
+
+def _compare_modules(snapshots: Mapping[str, Snapshot], nodes: list[str], report: ConsistencyReport) -> None:
+    """CLU011 module by module: a node whose capture could not show a module (a grep for another name)
+    is left out of that module's comparison instead of reading as 'not loaded'."""
+    values = {n: _modules_value(snapshots[n]) for n in nodes}
+    evidence: list[str] = []
+    for module in CHECKED_MODULES:
+        shown = {n: _module_shown(snapshots[n], module) for n in nodes}
+        known = {n: v for n, v in shown.items() if v is not None}
+        if len(set(known.values())) < 2:
+            continue
+        on = sorted(n for n, v in known.items() if v)
+        off = sorted(n for n, v in known.items() if not v)
+        line = f"{module}: loaded on {', '.join(on)}; not loaded on {', '.join(off)}"
+        grepped = [n for n in off if "lsmod" in snapshots[n].partial]
+        if grepped:
+            line += (
+                " ("
+                + "; ".join(
+                    f"{n}'s `{snapshots[n].extra['lsmod_commands'][0]}` would have listed it" for n in grepped
+                )
+                + ")"
+            )
+        unknown = [n for n in nodes if n not in known]
+        if unknown:
+            line += f"; not shown on {', '.join(unknown)}"
+        evidence.append(line)
+    report.rows.append({"fact": MODULES_FACT, "id": "CLU011", "values": values, "differs": bool(evidence)})
+    if evidence:
+        report.findings.append(
+            Finding(
+                id="CLU011",
+                severity=Severity.FAIL,
+                category=Category.NCCL_NETWORK,
+                title=f"{MODULES_FACT} differ between nodes",
+                evidence=evidence,
+                fix=list(MODULES_FIX),
+            )
+        )
 
 
 def _compare_env(snapshots: Mapping[str, Snapshot], nodes: list[str], report: ConsistencyReport) -> None:
