@@ -11,7 +11,7 @@ from vllm_medic.snapshot import Gpu
 
 ROW_REMAP_DOCS = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
 XID_DOCS = "https://docs.nvidia.com/deploy/xid-errors/index.html"
-Q_SOURCES = ("nvidia-smi-q", "nvml")
+Q_SOURCES = ("nvidia-smi-q", "nvidia-smi-query-gpu", "nvml")  # where ECC / remap counters are read
 HEALTH_FIELDS = (
     "ecc_volatile_uncorrectable",
     "ecc_aggregate_uncorrectable",
@@ -152,8 +152,9 @@ def gpu_memory_health(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         ]
     ev = _lines(facts, r"(Pending\s*:|remapped_row_pending>)\W*No")[:2]
     ecc_known = [g for g in gpus if g.ecc_volatile_uncorrectable is not None]
+    where = ", ".join(facts._file_of(s) for s in Q_SOURCES if facts.captured(s)) or "GPU counters"
     ev.append(
-        f"{len(read)} GPUs: no remap or page retirement pending, no remapping failure"
+        f"{where}: {len(read)} GPUs: no remap or page retirement pending, no remapping failure"
         + (f"; volatile uncorrectable ECC 0 on {len(ecc_known)}" if ecc_known else "; ECC counters not shown")
         + (
             f"; lifetime uncorrectable ECC on {', '.join(_name(g) for g in lifetime)} (remapped)"
