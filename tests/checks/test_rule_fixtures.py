@@ -27,6 +27,11 @@ GENERIC = load_recipe("generic")
 OFFICIAL_K3 = load_recipe(str(DATA / "checks/official-recipes/models/moonshotai/Kimi-K3.yaml"))
 K3_LAUNCH = "vllm serve moonshotai/Kimi-K3 -tp 8 --trust-remote-code --enable-prefix-caching"
 DEP_RDMA = "vllm serve moonshotai/Kimi-K3 -tp 1 -dp 16 -dpl 8 --enable-expert-parallel --trust-remote-code"
+PD_PREFILL = (  # P/D disaggregation: the strategy the recipe sets UCX_TLS for
+    "vllm serve moonshotai/Kimi-K3 -tp 8 --enable-expert-parallel --trust-remote-code "
+    '--kv-transfer-config \'{"kv_connector":"NixlConnector","kv_role":"kv_producer"}\''
+)
+K3_TP8_PP2_2NODES = "vllm serve moonshotai/Kimi-K3 -tp 8 -pp 2 --nnodes 2 --node-rank 0 --trust-remote-code"
 B300 = "NVIDIA B300 SXM6 AC"
 RDMA_UP = [RdmaPort(ib_dev=f"mlx5_{i}", port=1, netdev=f"ens{i}np0", state="Up") for i in range(4)]
 BLACKWELL_PROFILE = (
@@ -349,8 +354,8 @@ FIXTURES: dict[str, dict[str, Callable[[], Case]]] = {
         "fail": lambda: Case(snap(launch=K3_LAUNCH + " --all2all-backend deep_gemm_mega_moe")),
     },
     "NET003": {
-        "pass": lambda: Case(snap(launch='UCX_TLS="rc,cuda_copy" ' + DEP_RDMA, rdma=RDMA_UP)),
-        "fail": lambda: Case(snap(launch=DEP_RDMA, rdma=RDMA_UP)),
+        "pass": lambda: Case(snap(launch='UCX_TLS="rc,cuda_copy" ' + PD_PREFILL, rdma=RDMA_UP)),
+        "fail": lambda: Case(snap(launch=PD_PREFILL, rdma=RDMA_UP)),
     },
     "NET004": {
         "pass": lambda: Case(snap(kernel_modules=["nvidia", "mlx5_core", "mlx5_ib", "nvidia_peermem"])),
@@ -394,6 +399,12 @@ FIXTURES: dict[str, dict[str, Callable[[], Case]]] = {
     "PFX001": {
         "pass": lambda: Case(snap(launch=K3_LAUNCH)),
         "fail": lambda: Case(snap(launch=K3_LAUNCH.replace(" --enable-prefix-caching", ""))),
+    },
+    "REC002": {  # official K3 recipe, 2 x 8 H200: the Hopper profile sets --max-model-len 32768
+        "pass": lambda: Case(
+            snap(gpu="NVIDIA H200", launch=K3_TP8_PP2_2NODES + " --max-model-len 32768"), recipe=OFFICIAL_K3
+        ),
+        "fail": lambda: Case(snap(gpu="NVIDIA H200", launch=K3_TP8_PP2_2NODES), recipe=OFFICIAL_K3),
     },
     "REC001": {
         "pass": lambda: Case(snap(launch=BLACKWELL_PROFILE), recipe=OFFICIAL_K3),

@@ -149,7 +149,8 @@ def test_grace_trays_route_nics_otherwise_and_are_not_judged(tmp_path):
 
 
 def _drop_gpu(table: str, index: int, name: str | None = None) -> str:
-    """SYNTHETIC: a real 8-GPU table with GPU <index>'s three-line block removed (fallen off the bus)."""
+    """SYNTHETIC: a real 8-GPU table with GPU <index>'s three-line block removed (fallen off the bus); the
+    driver enumerates what is left from 0, so the GPUs after it are renumbered (a gap means a cut paste)."""
     lines = table.splitlines()
     out, skip = [], 0
     for line in lines:
@@ -159,9 +160,20 @@ def _drop_gpu(table: str, index: int, name: str | None = None) -> str:
         if re.match(rf"\|\s+{index}\s+NVIDIA", line):
             skip = 3  # the two other lines of the block and its separator
             continue
+        m = re.match(r"(\|\s+)(\d+)(\s+NVIDIA)", line)
+        if m and int(m.group(2)) > index:
+            line = f"{m.group(1)}{int(m.group(2)) - 1}{m.group(3)}{line[m.end() :]}"
         out.append(line)
     text = "\n".join(out) + "\n"
     return text.replace("NVIDIA B200      ", name.ljust(len("NVIDIA B200      "))) if name else text
+
+
+def test_a_table_with_a_gap_in_its_indices_is_a_cut_paste_not_a_missing_gpu(tmp_path):
+    table = B200_TABLE.read_text()
+    cut = re.sub(r"\|\s+5\s+NVIDIA.*?\n(.*\n){3}", "", table, count=1)
+    assert cut.count("NVIDIA B200") == 7
+    fs = check(bundle(tmp_path, {"nvidia-smi.txt": cut}), "--launch", "vllm serve m -tp 8")
+    assert fs["LAY005"]["severity"] == "not_checked" and "partial" in fs["LAY005"]["title"], fs["LAY005"]
 
 
 def test_b300_board_showing_7_gpus_gives_the_hardware_path_first(tmp_path):
@@ -188,7 +200,10 @@ def test_b300_board_showing_7_gpus_gives_the_hardware_path_first(tmp_path):
 def test_whole_boards_and_slices_are_not_missing_gpus(tmp_path):
     fs = check(bundle(tmp_path, {"nvidia-smi.txt": B200_TABLE}))
     assert fs["LAY005"]["severity"] == "pass" and "all 8 GPUs" in fs["LAY005"]["title"]
-    four = _drop_gpu(_drop_gpu(_drop_gpu(_drop_gpu(B200_TABLE.read_text(), 4), 5), 6), 7)
+    four = B200_TABLE.read_text()
+    for index in (7, 6, 5, 4):  # from the end: dropping one renumbers the GPUs after it
+        four = _drop_gpu(four, index)
+    assert four.count("NVIDIA B200") == 4
     fs = check(bundle(tmp_path / "four", {"nvidia-smi.txt": four}))
     assert fs["LAY005"]["severity"] == "pass"  # 4 of 8: a half-board VM or container slice
 
