@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -161,19 +161,24 @@ def run_all(
     if not jobs:
         return results
     pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="probe")
-    futures = {name: pool.submit(run_probe, name, argv, timeout_s, env, registry) for name, argv in jobs}
+    futures: dict[str, Future[ProbeOutcome]] = {}
     try:
+        # submitting is inside the try: a Ctrl-C while the first probes already run must still end
+        # them, or the interpreter waits out their timeout joining the pool's threads at exit
+        for name, argv in jobs:
+            futures[name] = pool.submit(run_probe, name, argv, timeout_s, env, registry)
         for name, fut in futures.items():
             results[name] = fut.result()
     except KeyboardInterrupt:
         # Ctrl-C: end what is still running (only our own process groups), keep what had finished
         registry.kill_all()
         argv_by_name = dict(jobs)
-        for name, fut in futures.items():
+        for name in argv_by_name:
             if name in results:
                 continue
+            fut = futures.get(name)
             try:
-                outcome = fut.result(timeout=3.0)
+                outcome = fut.result(timeout=3.0) if fut is not None else None
             except BaseException:  # noqa: BLE001 - a probe that did not come back is "interrupted"
                 outcome = None
             if outcome is None or outcome.status != "ok":
