@@ -92,10 +92,7 @@ def score(round_file: Path, verbose: bool) -> dict[str, Any]:
         wrong = {}
         for path, want in expected.items():
             got = dig(snap, path)
-            if path == "?flagged":
-                ok = all(s in got for s in want)
-            else:
-                ok = got == want
+            ok = all(s in got for s in want) if path == "?flagged" else got == want
             if ok:
                 right += 1
             else:
