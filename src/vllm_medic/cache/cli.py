@@ -61,11 +61,11 @@ def _check_url(url: str, what: str) -> str:
     url = url.strip()
     if "://" not in url:
         url = "http://" + url
-    parsed = urlparse(url)
     try:
+        parsed = urlparse(url)
         host, _port = parsed.hostname, parsed.port
-    except ValueError as exc:
-        raise UsageError(f"{what} {url!r}: bad port ({exc})") from exc
+    except ValueError as exc:  # `http://[::1` (unclosed IPv6 bracket) fails in urlparse itself
+        raise UsageError(f"{what} {url!r} is not a valid URL ({exc})") from exc
     if parsed.scheme not in ("http", "https") or not host or any(c.isspace() for c in url):
         raise UsageError(f"{what} {url!r} is not an http(s) URL (expected e.g. http://127.0.0.1:8000)")
     return url
