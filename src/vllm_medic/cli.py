@@ -76,8 +76,12 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback for the user
         if os.environ.get("VLLM_MEDIC_DEBUG"):
             raise
+        from rich.markup import escape
+
+        from vllm_medic.redact import redact_text
+
         err.print(
-            f"[red]internal error:[/] {type(exc).__name__}: {exc}\n"
+            f"[red]internal error:[/] {type(exc).__name__}: {escape(redact_text(str(exc)))}\n"
             "Set VLLM_MEDIC_DEBUG=1 to see the traceback, and please report it.",
             highlight=False,
         )

@@ -12,7 +12,15 @@ except ImportError:  # older Typer runs on Click itself
 
 
 class MedicError(_ClickException):
+    """Every message is redacted on construction: an error naming a URL with a password, a launch line
+    or a log excerpt is an exit like any other (stderr is pasted into tickets)."""
+
     exit_code = 3
+
+    def __init__(self, message: str) -> None:
+        from vllm_medic.redact import redact_text
+
+        super().__init__(redact_text(str(message)))
 
 
 class UsageError(MedicError):

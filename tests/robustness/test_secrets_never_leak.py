@@ -2,9 +2,17 @@
 --json, not in a bundle (directory or .tar.gz), not in the stored run (every SQLite column, attachments
 unpacked), not in the HTML sheet, not in JUnit XML.
 
-The secrets are fake but shaped like the real thing (Hugging Face ``hf_`` token, OpenAI-style ``sk-``
-key, a PostgreSQL URL with a password, an ``Authorization: Bearer`` header) so the redactor's patterns
-are what is tested, not a list of these exact strings.
+The secrets are fake but shaped like the real thing (one per known token shape of
+``data/secret_shapes.yaml``: Hugging Face, OpenAI, NGC, GitHub, AWS, Slack, GitLab, Google, JWT; plus a
+PostgreSQL URL with a password, bearer and basic auth) so the redactor's patterns are what is tested, not
+a list of these exact strings. Shapeless keys (``KEY_*``) are planted in the structural forms only
+structure finds: vLLM's ``non-default args: {'api_key': ['KEY']}``, a Python repr ``api_key='KEY'``, a bare
+``Authorization: KEY``, a Kubernetes ``args:`` list (the value on the next item), a docker-inspect JSON
+array and ``docker login -p KEY``.
+
+The matrix: every secret x every input channel (launch text, launch file, Kubernetes manifest, docker
+inspect, env file, live environment, log file, stdin, server URL) x every output channel (stdout/stderr,
+``--json``, bundle files, JUnit, HTML, the SQLite store) is grep-checked by the tests below.
 """
 
 from __future__ import annotations
@@ -25,7 +33,37 @@ SK = "sk-proj-Fk3LmQ9zR7tVw2XbN5cJ8pHd4Gs6Ya1E"
 PG_PASSWORD = "pgPassZq81Wx7Lm"
 PG_URL = f"postgresql://medic:{PG_PASSWORD}@db.internal:5432/history"
 BEARER = "tokBrr5Ht8Jk2Nq6Vx9Zc3Ld7Pf1Sw4Gm"
-SECRETS = (HF, SK, PG_PASSWORD, BEARER)
+NGC = "nvapi-Zk9Qw3Er7Ty1Ui5Op2As6Df4Gh8Jk0LzXcVbNmQw"
+GHP = "ghp_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWx"
+GH_PAT = "github_pat_11ABCDEFG0123456789_abcdefghijKLMNOPqr"
+AWS = "AKIAZ7Q4W2E8R6T1Y3U5"
+SLACK = "xoxb-123456789012-abcdefABCDEFgh"
+GITLAB = "glpat-Ab1Cd2Ef3Gh4Ij5Kl6MnOp"
+GOOGLE = "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW"
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJtZWRpYyJ9.c2lnbmF0dXJlLXBhcnQtMTIz"
+BASIC = "bWVkaWM6YmFzaWNQYXNzOTk="
+SHAPED = {  # shape name in data/secret_shapes.yaml -> the planted token
+    "huggingface": HF,
+    "openai": SK,
+    "ngc": NGC,
+    "github": GHP,
+    "github-fine-grained": GH_PAT,
+    "aws-access-key-id": AWS,
+    "slack": SLACK,
+    "gitlab": GITLAB,
+    "google-api-key": GOOGLE,
+    "jwt": JWT,
+}
+# Shapeless values: only the structure around them says secret.
+KEY_NONDEFAULT = "KEYnd7Q2w9E4r1T6"
+KEY_REPR = "KEYrp3Z8x5C2v7B1"
+KEY_AUTH = "KEYah6N1m4K9j2H5"
+KEY_K8S = "KEYk8sP0o9I8u7Y6"
+KEY_INSPECT = "KEYdiL5k4J3h2G1f"
+KEY_LOGIN = "KEYdlQ1a2S3d4F5g"
+KEY_CURL = "KEYcuW6e5R4t3Y2u"
+SHAPELESS = (KEY_NONDEFAULT, KEY_REPR, KEY_AUTH, KEY_K8S, KEY_INSPECT, KEY_LOGIN, KEY_CURL)
+SECRETS = (*SHAPED.values(), PG_PASSWORD, BEARER, BASIC, *SHAPELESS)
 DATA = REPO / "tests" / "data"
 
 
@@ -84,18 +122,72 @@ def _assert_clean(outcome: Outcome, *artefacts: Path) -> None:
 
 
 SECRET_LAUNCH = (
-    f"HF_TOKEN={HF} DATABASE_URL={PG_URL} vllm serve moonshotai/Kimi-K3 --tensor-parallel-size 8 "
-    f"--api-key {SK} --enable-prefix-caching"
+    f"HF_TOKEN={HF} NGC_API_KEY={NGC} DATABASE_URL={PG_URL} vllm serve moonshotai/Kimi-K3 "
+    f"--tensor-parallel-size 8 --api-key {SK} --enable-prefix-caching"
 )
-SECRET_ENV = f"HF_TOKEN={HF}\nOPENAI_API_KEY={SK}\nDATABASE_URL={PG_URL}\nVLLM_AUTH_HEADER=Authorization: Bearer {BEARER}\n"
+# A launch file as operators keep them: the login that pulled the image, then the serve line.
+SECRET_LAUNCH_FILE = (
+    f"docker login nvcr.io -u '$oauthtoken' -p {KEY_LOGIN}\n"
+    f"curl -u admin:{KEY_CURL} http://127.0.0.1:8000/health\n"
+    f"GITHUB_TOKEN={GHP} AWS_ACCESS_KEY_ID={AWS} vllm serve moonshotai/Kimi-K3 \\\n"
+    f"  --tensor-parallel-size 8 --api-key {SK}\n"
+)
+SECRET_K8S = f"""apiVersion: v1
+kind: Pod
+spec:
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.11.0
+      command: ["vllm", "serve"]
+      args:
+        - moonshotai/Kimi-K3
+        - --tensor-parallel-size
+        - "8"
+        - --api-key
+        - {KEY_K8S}
+      env:
+        - name: HF_TOKEN
+          value: {HF}
+"""
+SECRET_INSPECT = f"""[
+  {{
+    "Id": "sha256:0123",
+    "Config": {{
+      "Env": ["HF_TOKEN={HF}", "SLACK_WEBHOOK_TOKEN={SLACK}", "PATH=/usr/bin"],
+      "Cmd": [
+        "--model",
+        "moonshotai/Kimi-K3",
+        "--api-key",
+        "{KEY_INSPECT}"
+      ]
+    }}
+  }}
+]
+"""
+SECRET_ENV = (
+    f"HF_TOKEN={HF}\nOPENAI_API_KEY={SK}\nDATABASE_URL={PG_URL}\nVLLM_AUTH_HEADER=Authorization: Bearer {BEARER}\n"
+    f"NGC_API_KEY={NGC}\nGH_PAT={GH_PAT}\nGITLAB={GITLAB}\nGOOGLE={GOOGLE}\nJWT={JWT}\n"
+)
 SECRET_LOG = (
     "INFO 11-30 03:00:00 [api_server.py:1] vLLM API server version 0.11.0\n"
-    f"INFO 11-30 03:00:00 [api_server.py:2] non-default args: {{'api_key': '{SK}', 'model': 'm'}}\n"
+    f"INFO 11-30 03:00:00 [api_server.py:2] non-default args: {{'api_key': ['{KEY_NONDEFAULT}'], 'model': 'm'}}\n"
+    f"INFO 11-30 03:00:00 [api_server.py:2] args: Namespace(api_key='{KEY_REPR}', port=8000)\n"
     f"DEBUG 11-30 03:00:01 [launcher.py:3] request headers: Authorization: Bearer {BEARER}\n"
+    f"DEBUG 11-30 03:00:01 [launcher.py:3] proxy header Authorization: {KEY_AUTH}\n"
+    f"DEBUG 11-30 03:00:01 [launcher.py:3] upstream Authorization: Basic {BASIC}\n"
     f"INFO 11-30 03:00:01 [hf.py:4] using HF_TOKEN={HF} to download\n"
+    f"INFO 11-30 03:00:01 [hf.py:4] pulling with {NGC} and {GHP} {GH_PAT} {AWS} {SLACK} {GITLAB}\n"
+    f"INFO 11-30 03:00:01 [hf.py:4] session {JWT} key {GOOGLE}\n"
     f"INFO 11-30 03:00:01 [db.py:5] connecting to {PG_URL}\n"
+    f"ERROR 11-30 03:00:02 [core.py:6] worker failed with token={HF} api_key='{KEY_REPR}'\n"
     "ERROR 11-30 03:00:02 [core.py:6] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
 )
+
+
+def test_the_matrix_has_a_planted_token_for_every_known_shape() -> None:
+    from vllm_medic.redact import shapes
+
+    assert {name for name, _, _ in shapes()} == set(SHAPED)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +203,9 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if f.name != "launch.txt":
             (root / f.name).write_bytes(f.read_bytes())
     (root / "env.txt").write_text(SECRET_ENV, encoding="utf-8")
-    (root / "launch.txt").write_text(SECRET_LAUNCH + "\n", encoding="utf-8")
+    (root / "launch.txt").write_text(SECRET_LAUNCH_FILE, encoding="utf-8")
+    (root / "docker-image-inspect.json").write_text(SECRET_INSPECT, encoding="utf-8")
+    (root / "vllm-pod.yaml").write_text(SECRET_K8S, encoding="utf-8")
     return root
 
 
@@ -204,6 +298,48 @@ def test_cache_flag_redacts_launch_and_log(home: Path, tmp_path: Path) -> None:
     _assert_clean(outcome)
 
 
+@pytest.mark.parametrize("launch_file", ["launch.txt", "vllm-pod.yaml"])
+def test_launch_files_in_every_argv_form_are_redacted_through_collect_and_check(
+    captured: Path, home: Path, tmp_path: Path, launch_file: str
+) -> None:
+    """A launch file (login line, curl -u, continuation lines) and a Kubernetes manifest (the key on the
+    next `args:` item) given to collect (bundle, then check --from it) and to check and cache flag."""
+    out = tmp_path / "bundle.tar.gz"
+    launch = str(captured / launch_file)
+    collected = run_medic(
+        ["collect", "--from", str(captured), "--launch", launch, "-o", str(out), "--json"], medic_env(home)
+    )
+    assert collected.returncode in (0, 1), collected.describe()
+    _assert_clean(collected, out)
+    junit = tmp_path / "check.xml"
+    for argv in (
+        ["check", "--from", str(out), "--json", "-v", "--junit", str(junit)],
+        ["check", "--from", str(captured), "--launch", launch, "--json", "-v", "--junit", str(junit)],
+    ):
+        checked = run_medic(argv, medic_env(home))
+        assert checked.returncode in (0, 1), checked.describe()
+        _assert_clean(checked, junit)
+    flagged = run_medic(["cache", "flag", "--launch", launch, "--json", "-v"], medic_env(home))
+    assert flagged.returncode in (0, 1), flagged.describe()
+    _assert_clean(flagged)
+
+
+def test_a_password_in_a_server_url_never_reaches_an_error_message(home: Path) -> None:
+    """cache probe / cache flag --server with user:PASSWORD@ against a dead loopback port: exit 3 with
+    the request named, the password masked."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://medic:{PG_PASSWORD}@127.0.0.1:{port}"
+    for argv in (["cache", "probe", url, "--json"], ["cache", "flag", "--server", url, "--json"]):
+        outcome = run_medic(argv, medic_env(home), timeout=60)
+        assert outcome.returncode == 3, outcome.describe()
+        assert "127.0.0.1" in outcome.stderr, outcome.describe()
+        _assert_clean(outcome)
+
+
 def test_accept_report_history_diff_never_show_the_api_key_or_planted_secrets(
     captured: Path, home: Path, tmp_path: Path
 ) -> None:
@@ -263,7 +399,7 @@ def test_accept_report_history_diff_never_show_the_api_key_or_planted_secrets(
     for where, text in stored:
         assert not _leaks(text), f"secret {_leaks(text)} stored in {where}"
     everything = "\n".join(text for _, text in stored)
-    assert "HF_TOKEN" in everything and "DATABASE_URL" in everything, (
+    assert "GITHUB_TOKEN" in everything and "AWS_ACCESS_KEY_ID" in everything, (
         "the planted env never reached the store"
     )
     stored_html, stored_junit = tmp_path / "report.html", tmp_path / "report.xml"

@@ -29,25 +29,21 @@ def register(app: typer.Typer) -> None:
 
 
 def _read_text(path: Path, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+    from vllm_medic.safeio import MAX_FILE_BYTES, read_text
+
+    return read_text(path, MAX_FILE_BYTES, what)
 
 
 def _read_log_lines(path: Path) -> list[str]:
-    """A log file as lines: gzip or plain, any encoding, ANSI colours (VLLM_LOGGING_COLOR) removed."""
-    import gzip
-
+    """A log file as lines: gzip or plain, any encoding, ANSI colours (VLLM_LOGGING_COLOR) removed; the
+    file and its decompression are capped (safeio.MAX_FILE_BYTES)."""
+    from vllm_medic.safeio import MAX_FILE_BYTES, gunzip_capped, read_bytes
     from vllm_medic.triage.normalize import decode, strip_ansi
 
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"cannot read log {path}: {exc.strerror or exc}") from exc
+    raw, _cut = read_bytes(path, MAX_FILE_BYTES, "log")
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.decompress(raw)
+            raw, _cut = gunzip_capped(raw)
         except (OSError, EOFError) as exc:
             raise UsageError(f"log {path} looks gzipped but cannot be read: {exc}") from exc
     return [strip_ansi(decode(line)) for line in raw.split(b"\n")]  # decode() caps each line's length
@@ -61,11 +57,11 @@ def _check_url(url: str, what: str) -> str:
     url = url.strip()
     if "://" not in url:
         url = "http://" + url
-    parsed = urlparse(url)
     try:
+        parsed = urlparse(url)
         host, _port = parsed.hostname, parsed.port
-    except ValueError as exc:
-        raise UsageError(f"{what} {url!r}: bad port ({exc})") from exc
+    except ValueError as exc:  # `http://[::1` (unclosed IPv6 bracket) fails in urlparse itself
+        raise UsageError(f"{what} {url!r} is not a valid URL ({exc})") from exc
     if parsed.scheme not in ("http", "https") or not host or any(c.isspace() for c in url):
         raise UsageError(f"{what} {url!r} is not an http(s) URL (expected e.g. http://127.0.0.1:8000)")
     return url
@@ -120,8 +116,12 @@ def flag_command(
     launch_env: dict[str, str] = {}
     extra: dict[str, object] = {}
     if launch is not None:
+        from vllm_medic.collect.api import check_launch_argument
         from vllm_medic.collect.launch import parse_launch
 
+        check_launch_argument(
+            launch
+        )  # `--launch /no/such/file` is exit 2, not a command line running nothing
         path = Path(launch) if "\n" not in launch and len(launch) < 4096 else None
         is_file = path is not None and path.is_file()
         text = _read_text(path, "launch file") if is_file and path else launch

@@ -67,8 +67,10 @@ def live(image: str | None, launch: str | None, timeout_s: float, model_path: st
 
 def apply_launch(snapshot: Snapshot, launch_text: str) -> None:
     """--launch TEXT|FILE overrides the snapshot's launch."""
+    from vllm_medic.collect.api import check_launch_argument
     from vllm_medic.collect.launch import parse_launch
 
+    check_launch_argument(launch_text)  # a FIFO, a directory or a missing file: exit 2 saying so
     p = Path(launch_text).expanduser()
     text = launch_text
     source = "argv"

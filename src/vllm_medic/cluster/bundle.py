@@ -123,9 +123,18 @@ def load_multinode(path: Path) -> tuple[dict[str, Any], dict[str, CollectResult]
     entries = summary.get("nodes")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise UsageError(f"{root / CLUSTER_FILE}: 'nodes' must be a list of objects (one per node)")
+    from vllm_medic.safeio import inside, kind_of
+
     for entry in entries:
-        node_dir = root / str(entry.get("dir") or "")
-        if entry.get("status") == "ok" and node_dir.is_dir():
+        if entry.get("status") != "ok":
+            continue
+        node_dir = inside(root, str(entry.get("dir") or ""))
+        if node_dir is None:
+            raise UsageError(
+                f"{root / CLUSTER_FILE}: node {entry.get('node')!r} has dir {entry.get('dir')!r}, which is not "
+                "inside the bundle: refused (a bundle names its node directories relative to itself)"
+            )
+        if kind_of(root / str(entry["dir"])) == "a directory":
             result = load_captured(node_dir)
             result.snapshot.node = str(entry.get("node"))
             nodes[str(entry.get("node"))] = result

@@ -411,6 +411,14 @@ def load_captured(path: Path) -> CollectResult:
             f"{path} does not exist (expected a directory of captured outputs or a .tar.gz bundle)"
         )
     files: dict[str, bytes]
+    if not path.is_dir():
+        from vllm_medic.safeio import kind_of
+
+        kind = kind_of(path.resolve())
+        if kind is not None:  # a FIFO would block tarfile.is_tarfile forever; a device reads forever
+            raise UsageError(
+                f"{path} is {kind}: expected a directory of captured outputs or a .tar.gz bundle"
+            )
     try:
         if path.is_dir():
             files = _read_dir(path)
@@ -495,27 +503,30 @@ def _json_or_none(data: bytes | None) -> Any:
 
 
 def _read_dir(path: Path) -> dict[str, bytes]:
+    """Regular files only: a symlink (to a key file, /proc/self/environ), FIFO, device or socket inside
+    the directory is never followed nor opened."""
+    from vllm_medic.safeio import is_regular, kind_of, read_bytes
+
     files: dict[str, bytes] = {}
-    entries = sorted(p for p in path.iterdir() if p.is_file())
+    entries = sorted(p for p in path.iterdir() if is_regular(p))
     if not any(source_for_file(p.name) for p in entries):
         # a directory holding one bundle directory (an extracted tarball): look one level down
-        subdirs = [p for p in path.iterdir() if p.is_dir()]
+        subdirs = [p for p in path.iterdir() if kind_of(p) == "a directory"]
         if len(subdirs) == 1:
-            entries = sorted(p for p in subdirs[0].iterdir() if p.is_file())
+            entries = sorted(p for p in subdirs[0].iterdir() if is_regular(p))
     for p in entries:
         if p.name.startswith("."):
             continue
-        with p.open("rb") as fh:
-            files[p.name] = fh.read(MAX_CAPTURED_FILE_BYTES)
+        files[p.name], _cut = read_bytes(p, MAX_CAPTURED_FILE_BYTES, "captured file")
     return files
 
 
 def _read_transcript(path: Path) -> dict[str, bytes]:
     """A single pasted terminal transcript (`$ nvidia-smi` + output, `$ lsmod | grep nvidia` + ...)."""
     from vllm_medic.collect.transcript import split_transcript
+    from vllm_medic.safeio import read_bytes
 
-    with path.open("rb") as fh:
-        data = fh.read(MAX_CAPTURED_FILE_BYTES)
+    data, _cut = read_bytes(path, MAX_CAPTURED_FILE_BYTES, "transcript")
     files, _unknown = split_transcript(data.decode("utf-8", "replace"))
     if not files:
         raise UsageError(
@@ -563,6 +574,11 @@ def check_launch_argument(launch: str) -> None:
         )
     if path.is_dir():
         raise UsageError(f"--launch {text} is a directory; give the launch script or manifest file")
+    from vllm_medic.safeio import kind_of
+
+    kind = kind_of(path.resolve()) if path.exists() else None
+    if kind is not None:  # a FIFO would block the read forever
+        raise UsageError(f"--launch {text} is {kind}; give the launch script or manifest file")
 
 
 def check_bundle_destination(dest: Path) -> None:

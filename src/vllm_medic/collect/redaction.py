@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from vllm_medic.redact import redact_text
+from vllm_medic.redact import redact_text, shape_triggers
 
 WHOLE_TEXT_LIMIT = 256 * 1024
 
 # A line holding none of these cannot match a pattern of vllm_medic.redact (names that say secret,
-# URL credentials, bearer/basic auth, and the token shapes hf_, sk-, gh*_, github_pat_, xox*, AKIA,
-# ASIA, glpat-, eyJ). Plain substring search: a case-insensitive regex alternation is ~10x slower.
+# URL credentials, auth headers, `login -p`, `-u user:pass`; the token shapes add their own literals).
+# Plain substring search: a case-insensitive regex alternation is ~10x slower.
 _TRIGGERS_ANY_CASE = (
     "://",
     "bearer",
@@ -28,22 +28,15 @@ _TRIGGERS_ANY_CASE = (
     "private",
     "cookie",
     "session",
+    "login",
+    "-u ",
+    "--user",
 )
-_TRIGGERS_EXACT = (
-    "hf_",
-    "sk-",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "xox",
-    "AKIA",
-    "ASIA",
-    "glpat-",
-    "eyJ",
-)
+
+
+def _triggers_exact() -> tuple[str, ...]:
+    """The token shapes' own literals (data/secret_shapes.yaml), so a new shape needs no edit here."""
+    return shape_triggers()
 
 
 def _hits(haystack: str, needles: tuple[str, ...]) -> list[int]:
@@ -65,8 +58,15 @@ def redact_output(text: str) -> str:
         starts.append(starts[-1] + len(line) + 1)
     suspect = {
         bisect_right(starts, pos) - 1
-        for pos in _hits(text.lower(), _TRIGGERS_ANY_CASE) + _hits(text, _TRIGGERS_EXACT)
+        for pos in _hits(text.lower(), _TRIGGERS_ANY_CASE) + _hits(text, _triggers_exact())
     }
-    for i in suspect:
+    # A suspect line is redacted together with the next one: a YAML `args:` list puts the value of
+    # `- --api-key` on the following item, a shell continuation on the following line.
+    for i in sorted(suspect):
+        if i + 1 < len(lines):
+            pair = redact_text(lines[i] + "\n" + lines[i + 1]).split("\n")
+            if len(pair) == 2:
+                lines[i], lines[i + 1] = pair
+                continue
         lines[i] = redact_text(lines[i])
     return "\n".join(lines)

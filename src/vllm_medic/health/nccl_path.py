@@ -242,15 +242,15 @@ def _apply(row: RankRow, msg: str, pid_rank: dict[tuple[str, int, int], tuple[in
 
 def read_logs(paths: list[Path]) -> list[tuple[str, str]]:
     """Read plain or .gz logs as text; a directory means every file under it."""
-    import gzip
+    from vllm_medic.safeio import MAX_FILE_BYTES, gunzip_capped, is_regular, read_bytes
 
     out: list[tuple[str, str]] = []
     for p in paths:
-        files = sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else [p]
+        files = sorted(x for x in p.rglob("*") if is_regular(x)) if p.is_dir() else [p]
         for f in files:
-            data = f.read_bytes()
+            data, _cut = read_bytes(f, MAX_FILE_BYTES, "log")
             if f.suffix == ".gz" or data[:2] == b"\x1f\x8b":
-                data = gzip.decompress(data)
+                data, _cut = gunzip_capped(data)
             out.append((str(f), data.decode("utf-8", "replace")))
     return out
 

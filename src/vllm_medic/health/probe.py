@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from vllm_medic.errors import UsageError
 from vllm_medic.health import fabric, in_image, kernel_log, limits
 from vllm_medic.health.files import HEALTH_FILES
 from vllm_medic.health.runner import Runner, run_command
@@ -91,21 +92,28 @@ def read_dir(path: Path) -> dict[str, str]:
     """Canonical files from a directory (or the one bundle directory inside it) or a .tar.gz bundle."""
     import tarfile
 
+    from vllm_medic.safeio import MAX_FILE_BYTES, is_regular, kind_of, read_text
+
     wanted = set(CANONICAL_FILES) | {"snapshot.json"}
     files: dict[str, str] = {}
+    if not path.is_dir() and kind_of(path.resolve()) is not None:
+        raise UsageError(
+            f"--from {path} is {kind_of(path.resolve())}: expected a bundle directory or .tar.gz"
+        )
     if path.is_file() and tarfile.is_tarfile(path):
         with tarfile.open(path, "r:*") as tar:
-            for member in tar.getmembers():
+            for member in tar:
                 name = Path(member.name).name
                 if member.isfile() and name in wanted and (fh := tar.extractfile(member)) is not None:
-                    files[name] = fh.read().decode("utf-8", "replace")
+                    # capped: a sparse 1 GiB member in an 827-byte tarball is read as its first 16 MiB
+                    files[name] = fh.read(MAX_FILE_BYTES).decode("utf-8", "replace")
         return files
-    dirs = [path] + [p for p in path.iterdir() if p.is_dir()] if path.is_dir() else []
+    dirs = [path] + [p for p in path.iterdir() if kind_of(p) == "a directory"] if path.is_dir() else []
     for d in dirs:
         for name in wanted:
             p = d / name
-            if p.is_file() and name not in files:
-                files[name] = p.read_text("utf-8", "replace")
+            if is_regular(p) and name not in files:  # never a symlink out of the bundle, a FIFO or a device
+                files[name] = read_text(p, MAX_FILE_BYTES, "bundle file")
         if files:
             break
     return files

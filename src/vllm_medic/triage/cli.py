@@ -133,8 +133,9 @@ def _triage(
         payload = result.to_dict()
         payload["findings"] = [f.to_dict() for f in result.findings()]
         payload["exit_code"] = code
-        # Texts are redacted field by field; key-name redaction would hide the `signature` field.
-        sys.stdout.write(dumps(payload, redact=False) + "\n")
+        # Every string is scanned (findings' evidence quotes raw lines); key-name redaction would hide
+        # the `signature` field.
+        sys.stdout.write(dumps(payload, by_name=False) + "\n")
     else:
         from vllm_medic.cli_common import console
         from vllm_medic.triage.render import render

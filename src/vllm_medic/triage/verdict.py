@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_medic.model import Category, Finding, Severity
+from vllm_medic.redact import redact_text
 from vllm_medic.triage.catalogue import Catalogue
 from vllm_medic.triage.families import frames_above, load_families
 from vllm_medic.triage.normalize import timestamp_str
@@ -477,7 +478,8 @@ def to_findings(v: Verdict) -> list[Finding]:
                     Category(s["category"]),
                     s["title"],
                     evidence=[
-                        f"{s['first']['source']}:{s['first']['line']}: {s['first']['text'].strip()[:300]}",
+                        f"{s['first']['source']}:{s['first']['line']}: "
+                        f"{redact_text(s['first']['text'].strip()[:300])}",
                         s["summary"],
                     ],
                 )
@@ -485,7 +487,10 @@ def to_findings(v: Verdict) -> list[Finding]:
         return out
     ev = v.root.event
     title = v.title or "Earliest error line (no known signature)"
-    evidence = [f"{ev.source}:{ev.line}: {ev.text.strip()[:400]}", f"layer {v.layer}: {v.reason}"]
+    evidence = [
+        f"{ev.source}:{ev.line}: {redact_text(ev.text.strip()[:400])}",
+        f"layer {v.layer}: {v.reason}",
+    ]
     if v.phase_evidence:
         evidence.append(f"phase: {v.phase_evidence}")
     evidence.extend(

@@ -1,0 +1,196 @@
+"""Hostile bundles and inputs (issue 14): nothing outside a bundle is read, no FIFO blocks a command,
+decompression and tar members are capped, malformed values are usage errors. Every case drives the
+console script in a subprocess with a wall-clock bound; the memory cases assert the child's peak RSS."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from robustkit import MEDIC, REPO, TRACEBACK, medic_env, run_medic
+
+DATA = REPO / "tests" / "data"
+RSS_LIMIT_MIB = 256
+MARKER = "OUTSIDE-THE-BUNDLE-7f3a9c"
+
+
+def _peak_rss_mib(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, float, str]:
+    """Run the console script in a fresh wrapper process: (exit code, peak RSS MiB of the command, output)."""
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "p = subprocess.run(sys.argv[1:], capture_output=True)\n"
+        "sys.stdout.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) + '\\n')\n"
+        "sys.stdout.write(str(p.returncode) + '\\n' + (p.stdout + p.stderr).decode('utf-8', 'replace'))\n"
+    )
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", wrapper, str(MEDIC), *argv], capture_output=True, env=env, timeout=timeout
+    )
+    elapsed = time.monotonic() - start
+    rss_kib, code, *rest = proc.stdout.decode("utf-8", "replace").split("\n")
+    return int(code), int(rss_kib) / 1024, "\n".join(rest) + f"\n(ran {elapsed:.1f} s)"
+
+
+@pytest.fixture()
+def captured(tmp_path: Path) -> Path:
+    root = tmp_path / "captured"
+    root.mkdir()
+    for f in (DATA / "checks" / "bundles" / "b200-r575-k3").iterdir():
+        (root / f.name).write_bytes(f.read_bytes())
+    return root
+
+
+@pytest.fixture()
+def outside(tmp_path: Path) -> Path:
+    secret = tmp_path / "private" / "key.txt"
+    secret.parent.mkdir()
+    secret.write_text(f"{MARKER}\n" * 10, encoding="utf-8")
+    return secret
+
+
+def test_collect_from_a_directory_never_follows_a_symlink_out_of_it(
+    captured: Path, outside: Path, medic_home: Path, tmp_path: Path
+) -> None:
+    (captured / "env.txt").symlink_to(outside)
+    (captured / "dmesg.txt").symlink_to(outside)
+    out = tmp_path / "bundle"
+    outcome = run_medic(["collect", "--from", str(captured), "-o", str(out), "--json"], medic_env(medic_home))
+    assert outcome.returncode in (0, 1), outcome.describe()
+    assert MARKER not in outcome.text
+    written = "".join(p.read_text("utf-8", "replace") for p in out.rglob("*") if p.is_file())
+    assert "nvidia" in written.lower() and MARKER not in written
+
+
+def test_health_from_a_directory_never_follows_a_symlink(
+    captured: Path, outside: Path, medic_home: Path
+) -> None:
+    (captured / "dmesg.txt").symlink_to(outside)
+    outcome = run_medic(["health", "--from", str(captured), "--json", "-v"], medic_env(medic_home))
+    assert outcome.returncode in (0, 1), outcome.describe()
+    assert MARKER not in outcome.text and TRACEBACK not in outcome.text
+
+
+@pytest.mark.parametrize("node_dir", ["../elsewhere", "/etc", "nodes/../../elsewhere"])
+def test_cluster_json_node_dirs_outside_the_bundle_are_refused(
+    captured: Path, medic_home: Path, tmp_path: Path, node_dir: str
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "nvidia-smi.txt").write_text(MARKER, encoding="utf-8")
+    bundle = tmp_path / "multi"
+    (bundle / "nodes" / "a").mkdir(parents=True)
+    for f in captured.iterdir():
+        (bundle / "nodes" / "a" / f.name).write_bytes(f.read_bytes())
+    nodes = [{"node": "a", "dir": "nodes/a", "status": "ok"}, {"node": "b", "dir": node_dir, "status": "ok"}]
+    (bundle / "cluster.json").write_text(json.dumps({"nodes": nodes}), encoding="utf-8")
+    outcome = run_medic(["check", "--from", str(bundle), "--json"], medic_env(medic_home))
+    assert outcome.returncode == 2, outcome.describe()
+    assert "not inside the bundle" in outcome.stderr and MARKER not in outcome.text
+
+
+FIFO_CASES = {
+    "collect --from": lambda f, o: ["collect", "--from", f, "-o", o],
+    "check --from": lambda f, o: ["check", "--from", f],
+    "health --from": lambda f, o: ["health", "--from", f],
+    "nccl-path": lambda f, o: ["nccl-path", f],
+    "cache flag --launch": lambda f, o: ["cache", "flag", "--launch", f],
+    "cache flag --log": lambda f, o: ["cache", "flag", "--log", f],
+    "check --launch": lambda f, o: [
+        "check",
+        "--from",
+        str(DATA / "checks" / "bundles" / "b200-r575-k3"),
+        "--launch",
+        f,
+    ],
+}
+
+
+@pytest.mark.parametrize("case", sorted(FIFO_CASES))
+def test_a_fifo_where_a_file_is_expected_is_a_usage_error_not_a_hang(
+    case: str, medic_home: Path, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    start = time.monotonic()
+    outcome = run_medic(FIFO_CASES[case](str(fifo), str(tmp_path / "out")), medic_env(medic_home), timeout=30)
+    assert time.monotonic() - start < 30
+    assert outcome.returncode == 2, outcome.describe()
+    assert "FIFO" in outcome.stderr, outcome.describe()
+
+
+def _tgz(members: dict[str, bytes | int]) -> bytes:
+    """A tarball; an int value is a sparse-looking member of that many zero bytes (streamed, not held)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            if isinstance(data, int):
+                info.size = data
+
+                class _Zeros(io.RawIOBase):
+                    left = data
+
+                    def readable(self) -> bool:
+                        return True
+
+                    def readinto(self, b: bytearray) -> int:  # type: ignore[override]
+                        n = min(len(b), self.left)
+                        b[:n] = bytes(n)
+                        self.left -= n
+                        return n
+
+                tar.addfile(info, io.BufferedReader(_Zeros()))
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.mark.slow
+def test_health_from_a_tiny_tarball_with_a_1_gib_member_is_bounded(medic_home: Path, tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.tgz"
+    bomb.write_bytes(_tgz({"bundle/uname.txt": b"Linux x 6.8.0\n", "bundle/dmesg.txt": 1 << 30}))
+    assert bomb.stat().st_size < 2 * 1024 * 1024
+    code, rss, text = _peak_rss_mib(["health", "--from", str(bomb), "--json"], medic_env(medic_home), 120)
+    assert code in (0, 1), text
+    print(f"peak RSS {rss:.0f} MiB")
+    assert rss < RSS_LIMIT_MIB, f"peak RSS {rss:.0f} MiB\n{text[-2000:]}"
+
+
+@pytest.mark.parametrize("argv", [["nccl-path", "{f}"], ["cache", "flag", "--log", "{f}"]])
+def test_a_gzip_bomb_is_decompressed_streaming_with_a_cap(
+    argv: list[str], medic_home: Path, tmp_path: Path
+) -> None:
+    bomb = tmp_path / "bomb.log.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as fh:
+        line = b"NCCL INFO nothing to see here, just filler for the decompression cap test\n"
+        for _ in range((512 << 20) // (len(line) * 4096)):
+            fh.write(line * 4096)
+    assert bomb.stat().st_size < 8 * 1024 * 1024
+    code, rss, text = _peak_rss_mib([a.format(f=bomb) for a in argv], medic_env(medic_home), 120)
+    assert code in (0, 1, 2), text
+    assert TRACEBACK not in text
+    print(f"peak RSS {rss:.0f} MiB")
+    assert rss < RSS_LIMIT_MIB, f"peak RSS {rss:.0f} MiB\n{text[-2000:]}"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["cache", "probe", "http://[::1"],
+        ["cache", "flag", "--server", "http://[::1"],
+        ["cache", "flag", "--launch", "/no/such/file"],
+    ],
+)
+def test_malformed_values_are_usage_errors(argv: list[str], medic_home: Path) -> None:
+    outcome = run_medic(argv, medic_env(medic_home), timeout=60)
+    assert outcome.returncode == 2, outcome.describe()
+    assert outcome.stderr.strip() and TRACEBACK not in outcome.text
