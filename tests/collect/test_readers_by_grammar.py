@@ -660,3 +660,44 @@ def test_a_pipe_that_only_reformats_is_not_partial(tmp_path):
         },
     )
     assert len(snap["rdma"]) == 12 and snap["partial"] == {}
+
+
+def test_compute_apps_rows_none_read_is_unparsable_not_no_processes(tmp_path):
+    """A compute-apps CSV whose rows fit no column reading must not come out as "no processes"."""
+    snap = collect(
+        tmp_path,
+        {"nvidia-smi-query-compute-apps.csv": "pid, process_name, used_memory [MiB]\nabc, x, 1 MiB\n"},
+    )
+    assert snap["gpu_processes"] == []
+    assert errors(snap)["nvidia-smi-query-compute-apps"] == "unparsable"
+
+
+def test_compute_apps_without_pid_column_keeps_the_rows(tmp_path):
+    """`--query-compute-apps=gpu_uuid,name`: the user left pid out; each row is still a process."""
+    text = (
+        "# nvidia-smi --query-compute-apps=gpu_uuid,name --format=csv\n"
+        "gpu_uuid, process_name\nGPU-d0180485-9584-433c-6782-c335d5df2cb3, vgpu\n"
+    )
+    snap = collect(tmp_path, {"nvidia-smi-query-compute-apps.csv": text})
+    assert [(p["pid"], p["name"], p["gpu_uuid"]) for p in snap["gpu_processes"]] == [
+        (None, "vgpu", "GPU-d0180485-9584-433c-6782-c335d5df2cb3")
+    ]
+
+
+def test_topology_last_row_cut_inside_a_cell_drops_that_cell(tmp_path):
+    text = (
+        "        GPU0    GPU1    GPU2    CPU Affinity    NUMA Affinity\n"
+        "GPU0     X      NV18    NV18    0-31    0\n"
+        "GPU1    NV18     X      NV1\n"
+    )
+    snap = collect(tmp_path, {"nvidia-smi-topo-m.txt": text})
+    assert snap["topology"]["matrix"]["GPU1"] == {"GPU0": "NV18", "GPU1": "X"}
+    assert "row GPU1 is the last line and stops after 3 of 3 cells" in snap["partial"]["nvidia-smi-topo-m"]
+    assert snap["topology"]["matrix"]["GPU0"]["GPU2"] == "NV18"  # a whole row keeps every cell
+
+
+def test_ibstat_of_one_named_device_is_partial(tmp_path):
+    text = read("ibstat/one-ca-mlx5_7-down-but-linkup-no-sm-prompt-network-operator-249.txt")
+    snap = collect(tmp_path, {"ibstat.txt": text})
+    assert [p["device"] for p in snap["ib_ports"]] == ["mlx5_7"]
+    assert "limited to mlx5_7" in snap["partial"]["ibstat"]

@@ -311,7 +311,7 @@ def _compute_apps(ctx: BuildContext) -> bool:
     if text is None:
         return False
     apps = parse_compute_apps_csv(text, ctx.commands("nvidia-smi-query-compute-apps"))
-    if apps.problems and not apps.processes and not apps.processes_section:
+    if apps.problems and not apps.processes:  # rows there but none read: not "no processes"
         ctx.unparsable("nvidia-smi-query-compute-apps", "; ".join(apps.problems))
         return False
     ctx.note("nvidia-smi-query-compute-apps", apps.problems)
@@ -466,6 +466,12 @@ def _network(ctx: BuildContext) -> None:
         ctx.note(source, ib.problems + [f"printed: {n}" for n in ib.notes])
         for why in ib.partial:
             ctx.partial(source, why)
+        for cmd in ctx.commands(source):
+            words = cmd.split("|", 1)[0].split()
+            words = words[1:] if words[:1] == ["sudo"] else words
+            named = [a for a in words[1:] if not a.startswith("-") and "=" not in a]
+            if named:  # `ibstat mlx5_7`, `ibv_devinfo -d mlx5_0`: only the devices asked for
+                ctx.partial(source, f"limited to {' '.join(named)} (`{cmd}`): other devices not shown")
         port_lists.append(ib.ports)
     ctx.snapshot.ib_ports = merge_ports(port_lists)
     text, _ = ctx.text("ip-link")
@@ -626,7 +632,7 @@ def _rocm_collect_env(ctx: BuildContext, ce: Any) -> None:
     snap.extra["gpu_vendor"] = "amd"
     if ce.gpu_models:
         name, gfx = amd_model(ce.gpu_models[0])
-        snap.extra["amd_gpu_model"] = name
+        snap.extra["amd_gpu_model"] = name or None  # " (gfx1201)": the model is not printed
         if gfx:
             snap.extra.setdefault("gfx_targets", [gfx])
     rocm = ce.fields.get("ROCM Version", "")

@@ -78,6 +78,7 @@ def _parse_rocm_smi(text: str, result: AmdResult) -> None:
     lines = text.splitlines()
     in_concise = False
     layout = ""
+    columns: list[str] = []
     last: Gpu | None = None
     closed = False
     for line in lines:
@@ -106,6 +107,9 @@ def _parse_rocm_smi(text: str, result: AmdResult) -> None:
             in_concise = True
             layout = "model" if "[Model" in stripped else "node"
             continue
+        if re.match(r"^GPU\s+Temp\b", stripped):  # ROCm 2.x-3.x: "GPU  Temp  AvgPwr  SCLK ... GPU%"
+            in_concise, layout, columns = True, "gpu", stripped.split()
+            continue
         if not in_concise:
             continue
         row = _CONCISE_ROW.match(stripped)
@@ -115,6 +119,11 @@ def _parse_rocm_smi(text: str, result: AmdResult) -> None:
             did = re.search(r"\[?(0x[0-9a-fA-F]{4})\b", rest)
             if did:
                 gpu.name = gpu.name or name_for_device_id(did.group(1))
+            cells = stripped.split()
+            if layout == "gpu" and len(cells) == len(columns):  # one-word cells: read by the header
+                util = re.fullmatch(r"(\d+)%", dict(zip(columns, cells, strict=True)).get("GPU%", ""))
+                if util:
+                    gpu.utilization_pct = int(util.group(1))
             last = gpu
             continue
         name_line = layout == "model" and last is not None and line[:1].isspace()

@@ -248,6 +248,9 @@ def _parse_ibv_devinfo(text: str, result: IbResult) -> None:
             seen[hca] = 0
             continue
         if hca is None:
+            if re.match(r"^\s*[a-z_]+:\s*\S", line) and not result.partial:
+                # the paste starts inside a device block: that device's name and port are not in it
+                result.partial.append(f"starts inside a device block ({line.strip()!r} before any hca_id)")
             continue
         pm = re.match(r"^\s*port:\s*(\d+)\s*$", line)
         if pm:

@@ -245,7 +245,14 @@ def _parse_into(text: str, result: SmiTable) -> None:
         # the paste stops inside the process list: which processes run is not known
         result.processes_section = False
         result.processes = []
+        if result.gpus:
+            result.partial.append("the paste stops inside the process list (cut off)")
     _partial_table(result, header is not None, block_open)
+    rules = [ln.strip() for ln in text.splitlines() if re.fullmatch(r"\+[-=+]+\+", ln.strip())]
+    last = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
+    if result.gpus and rules and last.startswith("+-") and not last.endswith("+"):
+        # the paste stops inside a rule line: more GPU blocks or the process list may follow
+        result.partial.append("the paste stops inside a table rule (cut off)")
     uuids = {int(m.group("index")): m.group("uuid") for m in listed}
     for gpu in result.gpus:
         if gpu.uuid is None and gpu.index in uuids:

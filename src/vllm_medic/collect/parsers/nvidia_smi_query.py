@@ -620,12 +620,13 @@ def parse_compute_apps_csv(text: str, commands: list[str] | None = None) -> SmiQ
 
 def _fill_apps(result: SmiQuery, part: _Csv, columns: list[str]) -> None:
     result.processes_section = True
+    asked_pid = "pid" in columns  # a query may leave pid out (`--query-compute-apps=gpu_uuid,name`)
     for cells in part.rows:
         if len(cells) != len(columns):
             continue
         row = dict(zip(columns, cells, strict=True))
         pid = _count(row.get("pid"))
-        if pid is None:
+        if pid is None and (asked_pid or not any(row.get(c) for c in ("process_name", "uuid", "pci.bus_id"))):
             continue
         result.processes.append(
             GpuProcess(

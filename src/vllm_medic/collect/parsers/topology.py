@@ -113,6 +113,16 @@ def _split_glued(token: str, common_nv: str | None) -> list[str] | None:
     return [head, *tail] if tail is not None else None
 
 
+_WHOLE_LINKS = ("SYS", "NODE", "PHB", "PXB", "PIX")
+
+
+def _maybe_cut(cell: str, common_nv: str | None) -> bool:
+    """The last cell of a paste that ends mid-row: a proper prefix of a link token may be cut short."""
+    if any(t.startswith(cell) and t != cell for t in _WHOLE_LINKS):
+        return True
+    return bool(cell.startswith("NV") and common_nv and cell != common_nv and common_nv.startswith(cell))
+
+
 def _parse(text: str, result: TopologyResult) -> None:
     topo = result.topology
     lines = text.splitlines()
@@ -125,9 +135,11 @@ def _parse(text: str, result: TopologyResult) -> None:
     n = len(devices)
     common_nv = _common_nv(lines[header.index + 1 :])
     numeric_rows = 0
+    last_line = next((ln for ln in reversed(lines) if ln.strip()), None)
     for line in lines[header.index + 1 :]:
         if not line.strip():
             continue
+        is_last = line is last_line
         legend = _LEGEND.match(line)
         if legend:
             topo.nic_legend[legend.group(1)] = legend.group(2)
@@ -150,6 +162,15 @@ def _parse(text: str, result: TopologyResult) -> None:
         if problem:
             result.problems.append(f"row {first}: {problem}")
             result.partial.append(f"row {first} does not fit the header's {n} columns ({problem})")
+        filled = [i for i, link in enumerate(links) if link]
+        if is_last and not any(affinity.values()) and filled:
+            result.partial.append(
+                f"row {first} is the last line and stops after {len(filled)} of {n} cells, "
+                "before its affinity columns"
+            )
+            if _maybe_cut(links[filled[-1]], common_nv):  # "NV1" of "NV18", "NO" of "NODE"
+                links = list(links)
+                links[filled[-1]] = ""
         topo.matrix[first] = {dev: link for dev, link in zip(devices, links, strict=False) if link}
         for column, value in affinity.items():
             if not value:
