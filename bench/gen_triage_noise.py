@@ -6,6 +6,12 @@ timestamps; serving is replayed as its real access-log lines and the real period
 varied numbers, one stats line every 10 s of log time.
 
     python bench/gen_triage_noise.py OUT_DIR --gib 1 --ranks 8      # the 1 GB benchmark set
+    python bench/gen_triage_noise.py OUT_DIR --gib 0.5 --candidate-every 50   # recurring real WARNINGs
+
+`--candidate-every N` replays, once every N serving lines, one of the real log's own harmless WARNING
+lines (ulimit, Triton/tcmalloc/LD_PRELOAD notices, dtype and deprecation warnings), restamped: what a
+real serving log looks like when its warnings recur (restarted workers, per-request deprecations), so
+that every block of the file holds lines the triage prefilter must look at.
 """
 
 from __future__ import annotations
@@ -36,15 +42,31 @@ def _load() -> tuple[list[str], list[str]]:
     return startup, serving
 
 
+def real_warnings() -> list[str]:
+    """The real log's WARNING lines (vLLM-formatted), each once: the harmless candidates."""
+    lines = REAL_LOG.read_text(encoding="utf-8").splitlines()
+    return list(dict.fromkeys(line for line in lines if " WARNING " in line and _VLLM_TS.search(line)))
+
+
 class Noise:
     """Noise for one rank file: `startup()` then `serving(seconds)`; timestamps advance monotonically."""
 
-    def __init__(self, rank: int, start: datetime, seed: int = 0, *, startup_complete: bool = True) -> None:
+    def __init__(
+        self,
+        rank: int,
+        start: datetime,
+        seed: int = 0,
+        *,
+        startup_complete: bool = True,
+        candidate_every: int = 0,
+    ) -> None:
         self.rank = rank
         self.now = start
         self.rng = random.Random(seed * 1000 + rank)
         self.pid = 1000 + 97 * rank
         self.startup_lines, self.serving_lines = _load()
+        self.candidate_every = candidate_every
+        self.warnings = real_warnings() if candidate_every > 0 else []
         if not startup_complete:
             self.startup_lines = [
                 line
@@ -65,9 +87,13 @@ class Noise:
     def serving(self, seconds: float) -> Iterator[str]:
         end = self.now + timedelta(seconds=seconds)
         next_stats = self.now + timedelta(seconds=10)
+        n = 0
         while self.now < end:
             self.now += timedelta(milliseconds=self.rng.randint(50, 900))
-            if self.now >= next_stats:
+            n += 1
+            if self.candidate_every > 0 and n % self.candidate_every == 0:
+                yield self._stamp(self.rng.choice(self.warnings))
+            elif self.now >= next_stats:
                 next_stats += timedelta(seconds=10)
                 yield _STATS.format(
                     pid=self.pid,
@@ -89,9 +115,10 @@ class Noise:
 
 
 def write_bench_set(
-    out: Path, *, total_bytes: int, ranks: int, root_cause: str, seed: int = 1
+    out: Path, *, total_bytes: int, ranks: int, root_cause: str, seed: int = 1, candidate_every: int = 0
 ) -> tuple[Path, int]:
     """Write `ranks` files totalling ~total_bytes; put `root_cause` near the end of rank 3's file.
+    `candidate_every` > 0: one real WARNING line every that many serving lines (see module doc).
 
     Returns (file, line) of the root cause."""
     out.mkdir(parents=True, exist_ok=True)
@@ -101,7 +128,7 @@ def write_bench_set(
     start = datetime(2026, 11, 30, 0, 0, 0)
     for r in range(ranks):
         path = out / f"rank{r}.log"
-        noise = Noise(r, start, seed)
+        noise = Noise(r, start, seed, candidate_every=candidate_every)
         written = 0
         line_no = 0
         inserted = r != target
@@ -142,6 +169,9 @@ def main() -> None:
     ap.add_argument("--gib", type=float, default=1.0, help="total size in GiB (default 1)")
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--candidate-every", type=int, default=0, help="one real WARNING line every N serving lines (0: none)"
+    )
     args = ap.parse_args()
     path, line = write_bench_set(
         args.out,
@@ -149,6 +179,7 @@ def main() -> None:
         ranks=args.ranks,
         root_cause=DEFAULT_ROOT,
         seed=args.seed,
+        candidate_every=args.candidate_every,
     )
     print(f"wrote {args.ranks} files under {args.out}; root cause at {path}:{line}")
 

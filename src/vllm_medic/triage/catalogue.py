@@ -207,11 +207,19 @@ def _parse_document(doc: Any, origin: str, cat: Catalogue) -> None:
         cat.signatures.append(sig)
 
 
+def safe_yaml(text: str) -> Any:
+    """`yaml.safe_load` through libyaml's C parser when PyYAML has it (about 10x faster: the shipped
+    catalogue and families parse on every run), the pure-Python one otherwise; same documents out."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
+
+
 def _load_yaml(text: str, origin: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return safe_yaml(text)
     except yaml.YAMLError as exc:
         raise _fail(origin, "YAML", str(exc).splitlines()[0] if str(exc) else "cannot parse") from None
 

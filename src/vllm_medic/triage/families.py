@@ -352,10 +352,12 @@ def load_families() -> FamilyBook:
     """The shipped `data/families.yaml` (parsed once per process)."""
     import yaml
 
+    from vllm_medic.triage.catalogue import safe_yaml
+
     origin = "data/families.yaml"
     text = (resources.files("vllm_medic.triage") / "data" / "families.yaml").read_text(encoding="utf-8")
     try:
-        doc = yaml.safe_load(text)
+        doc = safe_yaml(text)
     except yaml.YAMLError as exc:
         raise _fail(origin, "YAML", str(exc).splitlines()[0] if str(exc) else "cannot parse") from None
     return parse_families(doc, origin)

@@ -230,9 +230,22 @@ class SourceScanner:
         wanted = _line_indices(block, positions)
         self._fill_after(lines)
         base = self.line_no
-        for i, raw in enumerate(lines):
-            if i not in wanted and not self.folder.inside:
-                continue
+        # Only candidate lines are looked at, plus every line while a traceback is open (its frames
+        # are what the folder needs): jump from candidate to candidate instead of walking the block.
+        n = len(lines)
+        w = 0
+        i = -1
+        while True:
+            i += 1
+            if not self.folder.inside:
+                while w < len(wanted) and wanted[w] < i:
+                    w += 1
+                if w == len(wanted):
+                    break
+                i = wanted[w]
+            if i >= n:
+                break
+            raw = lines[i]
             ev = normalize_line(raw, self.name, base + i + 1, year=self.year)
             if (
                 ev.timestamp is not None
@@ -449,14 +462,16 @@ def _read_block(stream: BinaryIO, read1: object) -> tuple[bytes, BaseException |
     return b"".join(parts), None
 
 
-def _line_indices(block: bytes, positions: list[int]) -> set[int]:
-    out: set[int] = set()
+def _line_indices(block: bytes, positions: list[int]) -> list[int]:
+    """Sorted, distinct block-local line indices of the (sorted) match offsets."""
+    out: list[int] = []
     count = 0
     last = 0
     for pos in positions:
         count += block.count(b"\n", last, pos)
         last = pos
-        out.add(count)
+        if not out or out[-1] != count:
+            out.append(count)
     return out
 
 
