@@ -30,6 +30,7 @@ class RunContext:
     block_size: int | None = None
     sustainable_concurrency: int | None = None  # set by the ramp; the soak runs at it
     server_reachable: bool | None = None
+    engine_dead: str | None = None  # set by the ramp when the engine died: later load steps are skipped
     log_sources: list[Any] | None = None  # accept.logs.LogSource, read once by the first step needing them
     launch_args: dict[str, Any] | None = None
     # (step name, partial data) -> None: lets a long step save what it measured so far.

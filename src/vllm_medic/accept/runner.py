@@ -149,8 +149,10 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
             ctx = RunContext(opts=opts, client=client, progress=progress, attach=recorder.attach)
             ctx.run_nonce = secrets.token_hex(4)
             for name in opts.steps:
-                if name in NEEDS_SERVER and ctx.server_reachable is False:
-                    outcome = skipped(name, "the server did not become ready in the start step")
+                dead = ctx.engine_dead
+                if name in NEEDS_SERVER and (ctx.server_reachable is False or dead):
+                    reason = dead or "the server did not become ready in the start step"
+                    outcome = skipped(name, reason)
                     recorder.outcome(outcome)
                     summary.steps.append(outcome)
                     continue
@@ -196,6 +198,8 @@ def run_accept(opts: AcceptOptions, store: Any, strict: bool) -> RunSummary:
         "docker": opts.docker,
         "kubectl": opts.kubectl,
         "bundle": str(opts.bundle) if opts.bundle else None,
+        "recipe": opts.recipe,
+        "strategy": opts.strategy,
     }
     run_id = store.start_run("accept", opts.url, scrub(meta, opts.api_key))
     summary = RunSummary(run_id=run_id, verdict="incomplete")
