@@ -152,7 +152,8 @@ def summarise(checks: list[Finding], cross: list[Finding], recipe: str, origin: 
     counts = {sev.value: 0 for sev in Severity}
     for f in every:
         counts[f.severity.value] += 1
-    shown = [f for f in every if f.severity in (Severity.FAIL, Severity.WARN, Severity.NOT_CHECKED)]
+    order = {Severity.FAIL: 0, Severity.WARN: 1, Severity.NOT_CHECKED: 2}
+    shown = sorted((f for f in every if f.severity in order), key=lambda f: order[f.severity])
     return {
         "status": status,
         "recipe": recipe,
