@@ -213,7 +213,9 @@ def accept(
 
     store = open_store(db)
     try:
-        summary = run_accept(opts, store, strict)
+        from vllm_medic.accept.progress import LiveProgress, wanted
+
+        summary = run_accept(opts, store, strict, LiveProgress(wanted(as_json)))
         code = emit(
             summary,
             store,

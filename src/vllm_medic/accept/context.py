@@ -38,6 +38,7 @@ class RunContext:
     # (name, content, media type) -> None: attach a file (the snapshot) to the run.
     attach: Callable[[str, str | bytes, str], None] = lambda _name, _content, _media: None
     run_nonce: str = ""
+    live: Any = None  # accept.progress.LiveProgress: the terminal's progress line (None: quiet)
     distributed: Any = None  # cluster.distload.DistributedLoad, created by the first level that needs it
 
     def model_name(self) -> str:

@@ -120,7 +120,7 @@ def crash_outcome(name: str, exc: BaseException, partial: dict[str, Any]) -> Ste
     return out.settle()
 
 
-async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary) -> None:
+async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary, live: Any = None) -> None:
     from vllm_medic.serve.client import ServerClient
 
     loop = asyncio.get_running_loop()
@@ -148,6 +148,7 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
         ) as client:
             ctx = RunContext(opts=opts, client=client, progress=progress, attach=recorder.attach)
             ctx.run_nonce = secrets.token_hex(4)
+            ctx.live = live
             for name in opts.steps:
                 dead = ctx.engine_dead
                 if name in NEEDS_SERVER and (ctx.server_reachable is False or dead):
@@ -181,7 +182,7 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
             loop.remove_signal_handler(signal.SIGTERM)
 
 
-def run_accept(opts: AcceptOptions, store: Any, strict: bool) -> RunSummary:
+def run_accept(opts: AcceptOptions, store: Any, strict: bool, live: Any = None) -> RunSummary:
     meta = {
         "url": opts.url,
         "steps": list(opts.steps),
@@ -206,7 +207,7 @@ def run_accept(opts: AcceptOptions, store: Any, strict: bool) -> RunSummary:
     recorder = Recorder(store, run_id, opts.api_key)
     finished = False
     try:
-        asyncio.run(run_steps(opts, recorder, summary))
+        asyncio.run(run_steps(opts, recorder, summary, live))
         summary.verdict = run_verdict(
             summary.steps, interrupted=summary.interrupted is not None, strict=strict
         )

@@ -203,7 +203,9 @@ async def run_ramp(ctx: RunContext) -> StepOutcome:
             levels.append(partial)
             ctx.progress("ramp", out.data)
 
-        run = await run_level(ctx, c, requests, opts.step_duration_s, on_partial=keep_partial)
+        run = await run_level(
+            ctx, c, requests, opts.step_duration_s, on_partial=keep_partial, label=f"ramp level c={c}"
+        )
         level = summarise_level(run)
         broke = break_reason(level, opts.error_budget, scan_logs(ctx, log_pos))
         if broke:
