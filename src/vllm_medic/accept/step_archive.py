@@ -155,8 +155,13 @@ def _environment(ctx: RunContext, captured: Any, origin: str, server: dict[str, 
     snap = getattr(captured, "snapshot", None)
     if not isinstance(snap, Snapshot):
         return environment.not_verified(f"no environment snapshot ({origin})")
-    if not snap.driver.version and not snap.gpus and not snap.launch.argv and not snap.vllm.version:
-        return environment.not_verified(f"the snapshot ({origin}) holds no driver, GPU, vLLM or launch facts")
+    empty = not snap.driver.version and not snap.gpus and not snap.launch.argv and not snap.vllm.version
+    if empty and ctx.opts.bundle is None:
+        # collected here, but this host has nothing of a vLLM server (a client machine, a remote server):
+        # judging it would judge the wrong machine. A bundle is always judged, however little it holds.
+        return environment.not_verified(
+            f"the snapshot ({origin}) holds no driver, GPU, vLLM or launch facts: the server runs elsewhere"
+        )
     manifest = getattr(captured, "manifest", {}) or {}
     srcs = manifest.get("sources")
     sources = (
