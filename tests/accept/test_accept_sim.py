@@ -16,7 +16,10 @@ def test_happy_path_passes_every_step(sim, accept, db_url):
     s = sim(tool_call_parser="hermes", enable_auto_tool_choice=True, enable_prompt_tokens_details=True)
     r = accept(s.url, *QUICK)
     assert r.exit_code == 0, r.stdout + r.stderr
-    assert r.json["verdict"] == "pass"
+    # --no-collect and no --bundle: the loop passed, but nothing proves what it ran on.
+    assert r.json["verdict"] == "pass_unverified"
+    assert r.json["verdict_label"] == "pass (environment not verified)"
+    assert r.json["environment"]["status"] == "not_verified"
     assert [st["name"] for st in r.json["steps"]] == [
         "start",
         "basic",
@@ -32,10 +35,11 @@ def test_happy_path_passes_every_step(sim, accept, db_url):
     ramp = r.step("ramp")["data"]
     assert [lv["concurrency"] for lv in ramp["levels"]] == [1, 2, 4]
     assert ramp["max_sustainable_concurrency"] == 4
+    assert ramp["limit_found"] is False and ramp["highest_tried"] == 4  # --quick's cap, not a limit
     assert ramp["levels"][0]["ttft_ms"]["p50"] > 0
     # Every step is in the store, finished, with the same verdict.
     run = open_store(db_url).get_run(r.json["run_id"])
-    assert run["status"] == "finished" and run["verdict"] == "pass"
+    assert run["status"] == "finished" and run["verdict"] == "pass_unverified"
     assert [st["name"] for st in run["steps"]] == [st["name"] for st in r.json["steps"]]
 
 
@@ -139,6 +143,16 @@ def test_crash_at_concurrency_stops_the_ramp_and_says_engine_death(sim, accept, 
     assert f["id"] == "ACC-RAMP-002" and "concurrency 4" in f["title"]
     stored = open_store(db_url).get_run(r.json["run_id"])
     assert stored["steps"][0]["data"]["levels"][-1]["break_kind"] == "engine_death"
+
+
+def test_steps_after_an_engine_death_are_skipped_with_the_level(sim, accept):
+    s = sim(crash_at_concurrency=3, crash_exit_after_s=30.0)
+    r = accept(s.url, "--steps", "ramp,soak", "--concurrency", "1,2,4,8", "--requests-per-step", "8", *LAG)
+    assert r.exit_code == 1 and r.json["verdict"] == "fail"
+    assert r.step("ramp")["data"]["engine_dead"] == "engine dead at ramp level 4"
+    soak = r.step("soak")
+    assert soak["status"] == "skipped", soak
+    assert soak["data"] == {"skipped_reason": "engine dead at ramp level 4"}  # no load was sent
 
 
 def test_oom_crash_with_logs_is_named_oom(sim, accept, tmp_path):
@@ -281,7 +295,16 @@ def test_archive_takes_the_environment_from_a_bundle_and_attaches_it(sim, accept
     bundle = DATA.parent / "checks" / "bundles" / "b200-r575-k3"  # real captured outputs (see its SOURCES.md)
     sheet = tmp_path / "sheet.html"
     r = accept(sim().url, "--steps", "archive", "--bundle", str(bundle), "--html", str(sheet))
-    assert r.exit_code == 0, r.stdout
+    # The bundle is a K3 node's; the sim serves sim-model: archive and server disagree, and the node's own
+    # preflight fails (NET004): the environment verdict fails, and with it the run.
+    assert r.exit_code == 1, r.stdout
+    assert r.json["verdict"] == "fail" and r.json["environment"]["status"] == "fail"
+    env = r.json["environment"]
+    cross = {f["id"]: f for f in env["cross_checks"]}
+    assert "moonshotai/Kimi-K3" in cross["ACC-ENV-012"]["evidence"][0]
+    assert "GET /v1/models: sim-model" in cross["ACC-ENV-012"]["evidence"][1]
+    assert "NET004" in [f["id"] for f in env["findings"] if f["severity"] == "fail"]
+    assert r.step("archive")["status"] == "fail"
     data = r.step("archive")["data"]
     assert data["snapshot_origin"] == f"bundle {bundle}"
     assert data["driver_version"] == "575.57.08" and data["gpus"][0] == "NVIDIA B200"
@@ -293,7 +316,9 @@ def test_archive_takes_the_environment_from_a_bundle_and_attaches_it(sim, accept
     run = store.get_run(r.json["run_id"])
     assert any(a["name"] == "snapshot.json" for a in run["attachments"])
     assert b"575.57.08" in store.get_attachment(r.json["run_id"], "snapshot.json")
-    assert "575.57.08" in sheet.read_text()
+    html = sheet.read_text()
+    assert "575.57.08" in html
+    assert "<h2 id='environment-verdict'>Environment verdict</h2>" in html and "ACC-ENV-012" in html
 
 
 def test_a_broken_bundle_is_a_warning_not_a_crash(sim, accept, tmp_path):

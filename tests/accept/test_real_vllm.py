@@ -135,3 +135,24 @@ def test_killing_the_server_mid_ramp_is_reported_as_engine_death(vllm_server_unc
     run = store.get_run(out["run_id"])
     assert run["status"] == "finished" and run["verdict"] == "fail"
     assert run["steps"][0]["data"]["levels"][0]["ok"] == levels[0]["ok"]
+
+
+def test_environment_verdict_against_the_real_server(vllm_server_cached, db_url):
+    """The same real server: with a bundle whose driver fails `check` the verdict is not pass; with nothing
+    to archive (this CPU host: no driver, no GPU) the loop's pass is only `pass_unverified`."""
+    srv = vllm_server_cached
+    bundle = Path(__file__).parents[1] / "data" / "checks" / "bundles" / "nvml-mismatch"
+    steps = ["--steps", "start,prefix_reuse,archive", "--request-timeout", "120s"]
+    code, out = _accept([srv.url, *steps, "--bundle", str(bundle)], db_url)
+    assert out["verdict"] == "fail" and code == 1, out["environment"]
+    env = out["environment"]
+    assert env["status"] == "fail"
+    assert "DRV001" in [f["id"] for f in env["findings"] if f["severity"] == "fail"]
+    assert _step(out, "start")["status"] == "pass" and _step(out, "prefix_reuse")["status"] == "pass"
+
+    code, out = _accept([srv.url, *steps], db_url)
+    assert (out["verdict"], code) == ("pass_unverified", 0), out
+    assert out["verdict_label"] == "pass (environment not verified)"
+    assert out["environment"]["status"] == "not_verified"
+    stored = open_store(db_url).get_run(out["run_id"])
+    assert stored["verdict"] == "pass_unverified"

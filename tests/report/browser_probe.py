@@ -166,3 +166,24 @@ def load(chromium: str, page: Path, timeout: float = 90) -> PageResult:
     return PageResult(
         dom=proc.stdout, requests=list(proxy.requests), text="".join(walker.text), tags=walker.tags
     )
+
+
+def screenshot(chromium: str, page: Path, png: Path, width: int = 1280, height: int = 1600) -> bytes:
+    """A PNG of the page as headless Chromium draws it, offline (every request goes to a dead proxy)."""
+    profile = tempfile.mkdtemp(prefix="medic-chromium-shot-")
+    try:
+        proc = subprocess.run(
+            [
+                chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--disable-extensions", "--hide-scrollbars",
+                f"--user-data-dir={profile}", "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+                f"--window-size={width},{height}", f"--screenshot={png}", page.resolve().as_uri(),
+            ],
+            capture_output=True, text=True, timeout=90, check=False,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    if proc.returncode != 0 or not png.is_file():
+        raise RuntimeError(f"chromium --screenshot exited {proc.returncode}: {proc.stderr[-800:]}")
+    return png.read_bytes()

@@ -55,3 +55,33 @@ def test_sheet_renders_offline_and_keeps_script_as_text(chromium: str, sample_db
     assert report_sample.XSS_LINE in result.text
     assert "script" not in result.tags
     assert report_sample.SECRET_KEY not in result.dom
+
+
+def test_accept_sheet_shows_the_environment_verdict(chromium: str, tmp_path: Path) -> None:
+    """accept over a bundle that is not the measured server's: the sheet's Environment verdict section says
+    so (rendered DOM and a screenshot, kept at tmp_path/sheet.png)."""
+    from vllm_medic.sim.config import SimConfig
+    from vllm_medic.sim.server import start_sim
+
+    bundle = Path(__file__).parents[1] / "data" / "checks" / "bundles" / "b200-r575-k3"
+    sheet = tmp_path / "sheet.html"
+    handle = start_sim(SimConfig())
+    try:
+        res = runner.invoke(
+            app,
+            ["accept", handle.url, "--steps", "archive", "--bundle", str(bundle), "--html", str(sheet),
+             "--db", f"sqlite:///{tmp_path / 'h.db'}"],
+        )  # fmt: skip
+    finally:
+        handle.stop()
+    assert res.exit_code == 1, res.stdout
+    result = browser_probe.load(chromium, sheet)
+    assert result.page_requests == []
+    text = result.text
+    assert "Environment verdict" in text
+    start = text.index("Environment verdict")
+    section = text[start : text.index("Environment", start + len("Environment verdict"))]
+    assert "FAIL" in section.upper() and "ACC-ENV-012" in section and "sim-model" in section
+    assert "NET004" in section  # the node's own preflight fail is on the sheet too
+    png = browser_probe.screenshot(chromium, sheet, tmp_path / "sheet.png")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000

@@ -120,6 +120,21 @@ def accept(
             metavar="ADDRESS",
         ),
     ] = None,
+    recipe: Annotated[
+        str,
+        typer.Option(
+            "--recipe",
+            help="Recipe the archive step's preflight (`check`) judges the snapshot against: a shipped "
+            "name (kimi-k3, generic) or a YAML path.",
+            metavar="NAME_OR_PATH",
+        ),
+    ] = "generic",
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            "--strategy", help="Recipe strategy for the preflight (default: detected).", metavar="NAME"
+        ),
+    ] = None,
     db: Annotated[
         str | None, typer.Option("--db", help="SQLAlchemy URL of the run history.", metavar="URL")
     ] = None,
@@ -158,6 +173,9 @@ def accept(
         raise UsageError("--ray places load actors: give --workers N (N > 1) with it")
     if bundle is not None and not bundle.exists():
         raise UsageError(f"--bundle {bundle}: no such file or directory")
+    from vllm_medic.recipes import load_recipe
+
+    load_recipe(recipe)  # a bad --recipe is a usage error now, not a broken archive step later
     if html is not None and not html.expanduser().resolve().parent.is_dir():
         raise UsageError(f"--html {html}: directory {html.expanduser().resolve().parent} does not exist")
     for p in logs or []:
@@ -186,6 +204,8 @@ def accept(
         collect=collect,
         workers=workers,
         ray_address=ray_address,
+        recipe=recipe,
+        strategy=strategy,
     )
     from vllm_medic.accept.render import emit
     from vllm_medic.accept.runner import run_accept
@@ -193,7 +213,9 @@ def accept(
 
     store = open_store(db)
     try:
-        summary = run_accept(opts, store, strict)
+        from vllm_medic.accept.progress import LiveProgress, wanted
+
+        summary = run_accept(opts, store, strict, LiveProgress(wanted(as_json)))
         code = emit(
             summary,
             store,

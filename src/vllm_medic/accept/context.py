@@ -30,6 +30,7 @@ class RunContext:
     block_size: int | None = None
     sustainable_concurrency: int | None = None  # set by the ramp; the soak runs at it
     server_reachable: bool | None = None
+    engine_dead: str | None = None  # set by the ramp when the engine died: later load steps are skipped
     log_sources: list[Any] | None = None  # accept.logs.LogSource, read once by the first step needing them
     launch_args: dict[str, Any] | None = None
     # (step name, partial data) -> None: lets a long step save what it measured so far.
@@ -37,6 +38,7 @@ class RunContext:
     # (name, content, media type) -> None: attach a file (the snapshot) to the run.
     attach: Callable[[str, str | bytes, str], None] = lambda _name, _content, _media: None
     run_nonce: str = ""
+    live: Any = None  # accept.progress.LiveProgress: the terminal's progress line (None: quiet)
     distributed: Any = None  # cluster.distload.DistributedLoad, created by the first level that needs it
 
     def model_name(self) -> str:

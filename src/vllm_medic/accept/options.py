@@ -41,6 +41,8 @@ class AcceptOptions:
     collect: bool = True
     workers: int = 1  # >1: each load level runs in this many Ray actors (cluster.distload), merged exactly
     ray_address: str | None = None
+    recipe: str = "generic"  # the archive step's preflight (`check`) runs this recipe over the snapshot
+    strategy: str | None = None
 
     @property
     def has_logs(self) -> bool:

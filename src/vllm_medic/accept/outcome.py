@@ -50,14 +50,42 @@ def status_from_findings(findings: list[Finding]) -> str:
     return "pass"
 
 
+#: The run verdicts, as stored and printed in JSON/JUnit (stable spellings) and as the sheet says them.
+VERDICT_LABELS = {
+    "pass": "pass",
+    "pass_unverified": "pass (environment not verified)",
+    "fail": "fail",
+    "incomplete": "incomplete",
+}
+
+
+def verdict_label(verdict: str) -> str:
+    return VERDICT_LABELS.get(verdict, verdict)
+
+
+def environment_status(steps: list[StepOutcome]) -> str:
+    """What the archive step proved about the environment: pass / warn / fail when a snapshot was captured
+    and checked (preflight rules plus the live cross-checks), ``not_verified`` otherwise."""
+    archive = next((s for s in steps if s.name == "archive"), None)
+    env = (archive.data.get("environment") or {}) if archive is not None else {}
+    status = env.get("status") if isinstance(env, dict) else None
+    return status if status in ("pass", "warn", "fail") else "not_verified"
+
+
 def run_verdict(steps: list[StepOutcome], interrupted: bool, strict: bool = False) -> str:
     """incomplete: interrupted before the end (even after a failure: the store marks it so too), or no
-    step ran at all; fail: a step failed (with strict, or warned); pass: every step that ran passed."""
+    step ran at all; fail: a step failed (with strict, or warned), or the environment check failed;
+    pass: every step that ran passed and the environment was captured and checked without a fail;
+    pass_unverified: the loop passed but no environment was captured and checked (nothing is proven about
+    the driver, image or launch the numbers were measured on)."""
     statuses = [s.status for s in steps]
     if interrupted or any(s == "running" for s in statuses):
         return "incomplete"
     if any(s == "fail" for s in statuses) or (strict and any(s == "warn" for s in statuses)):
         return "fail"
+    env = environment_status(steps)
+    if env == "fail" or (strict and env == "warn"):
+        return "fail"
     if not any(s in ("pass", "warn") for s in statuses):
         return "incomplete"
-    return "pass"
+    return "pass" if env in ("pass", "warn") else "pass_unverified"

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.markup import escape
 
+from vllm_medic.accept.outcome import verdict_label
 from vllm_medic.accept.runner import RunSummary, scrub
 from vllm_medic.cli_common import console, stderr
 from vllm_medic.errors import UsageError
@@ -19,7 +20,16 @@ from vllm_medic.report.junit import write_junit
 from vllm_medic.report.terminal import render_finding
 
 STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "skipped": "dim", "running": "cyan"}
-VERDICT_STYLE = {"pass": "green", "fail": "red", "incomplete": "yellow"}
+VERDICT_STYLE = {"pass": "green", "pass_unverified": "yellow", "fail": "red", "incomplete": "yellow"}
+ENV_STYLE = {"pass": "green", "warn": "yellow", "fail": "red", "not_verified": "yellow"}
+
+
+def environment(summary: RunSummary) -> dict[str, Any]:
+    archive = next((s for s in summary.steps if s.name == "archive"), None)
+    env = archive.data.get("environment") if archive is not None else None
+    if isinstance(env, dict):
+        return env
+    return {"status": "not_verified", "reason": "the archive step did not run", "findings": []}
 
 
 def exit_code(summary: RunSummary) -> ExitCode:
@@ -27,7 +37,7 @@ def exit_code(summary: RunSummary) -> ExitCode:
         return ExitCode.INTERRUPTED
     if summary.tool_error:
         return ExitCode.TOOL_ERROR
-    return ExitCode.OK if summary.verdict == "pass" else ExitCode.FINDINGS
+    return ExitCode.OK if summary.verdict in ("pass", "pass_unverified") else ExitCode.FINDINGS
 
 
 def all_findings(summary: RunSummary) -> list[Finding]:
@@ -54,7 +64,17 @@ def emit(
             highlight=False,
         )
     if junit is not None:
-        write_junit(junit, all_findings(summary), "vllm-medic accept", strict)
+        write_junit(
+            junit,
+            all_findings(summary),
+            "vllm-medic accept",
+            strict,
+            properties={
+                "verdict": summary.verdict,
+                "verdict_label": verdict_label(summary.verdict),
+                "environment": str(environment(summary).get("status")),
+            },
+        )
     if html is not None:
         try:
             _write_html(html, summary, store, secret)
@@ -67,6 +87,8 @@ def emit(
         payload: dict[str, Any] = summary.to_dict()
         payload["db"] = getattr(store, "url", None)
         payload["exit_code"] = int(code)
+        payload["verdict_label"] = verdict_label(summary.verdict)
+        payload["environment"] = environment(summary)
         if summary.tool_error:
             payload["tool_error"] = summary.tool_error
         sys.stdout.write(dumps(scrub(payload, secret)) + "\n")
@@ -83,10 +105,11 @@ def emit(
         for f in step.findings:
             safe = Finding.from_dict(scrub(f.to_dict(), secret))
             render_finding(out, safe, verbose)
+    _print_environment(out, environment(summary), verbose)
     verdict_style = VERDICT_STYLE.get(summary.verdict, "")
     out.print()
     out.print(
-        f"verdict: [{verdict_style}]{summary.verdict}[/]  run {escape(summary.run_id)}"
+        f"verdict: [{verdict_style}]{escape(verdict_label(summary.verdict))}[/]  run {escape(summary.run_id)}"
         + (f"  ({escape(summary.interrupted)})" if summary.interrupted else ""),
         highlight=False,
     )
@@ -94,6 +117,23 @@ def emit(
     if summary.tool_error:
         stderr.print(f"[red]tool error:[/] {escape(str(scrub(summary.tool_error, secret)))}", highlight=False)
     return code
+
+
+def _print_environment(out: Any, env: dict[str, Any], verbose: bool) -> None:
+    status = str(env.get("status"))
+    out.print()
+    label = "not verified" if status == "not_verified" else status
+    out.print(f"[bold]Environment verdict[/]: [{ENV_STYLE.get(status, '')}]{label}[/]", highlight=False)
+    if status == "not_verified":
+        out.print(f"  {escape(str(env.get('reason') or ''))}", highlight=False)
+        return
+    out.print(
+        f"  recipe {escape(str(env.get('recipe')))}; evidence: {escape(str(env.get('evidence_from')))}",
+        highlight=False,
+    )
+    for f in env.get("findings") or []:
+        if f.get("severity") in ("fail", "warn") or verbose:
+            render_finding(out, Finding.from_dict(f), verbose)
 
 
 def _write_html(path: Path, summary: RunSummary, store: Any, secret: str | None) -> None:

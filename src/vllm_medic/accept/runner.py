@@ -120,7 +120,7 @@ def crash_outcome(name: str, exc: BaseException, partial: dict[str, Any]) -> Ste
     return out.settle()
 
 
-async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary) -> None:
+async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary, live: Any = None) -> None:
     from vllm_medic.serve.client import ServerClient
 
     loop = asyncio.get_running_loop()
@@ -148,9 +148,12 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
         ) as client:
             ctx = RunContext(opts=opts, client=client, progress=progress, attach=recorder.attach)
             ctx.run_nonce = secrets.token_hex(4)
+            ctx.live = live
             for name in opts.steps:
-                if name in NEEDS_SERVER and ctx.server_reachable is False:
-                    outcome = skipped(name, "the server did not become ready in the start step")
+                dead = ctx.engine_dead
+                if name in NEEDS_SERVER and (ctx.server_reachable is False or dead):
+                    reason = dead or "the server did not become ready in the start step"
+                    outcome = skipped(name, reason)
                     recorder.outcome(outcome)
                     summary.steps.append(outcome)
                     continue
@@ -179,7 +182,7 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
             loop.remove_signal_handler(signal.SIGTERM)
 
 
-def run_accept(opts: AcceptOptions, store: Any, strict: bool) -> RunSummary:
+def run_accept(opts: AcceptOptions, store: Any, strict: bool, live: Any = None) -> RunSummary:
     meta = {
         "url": opts.url,
         "steps": list(opts.steps),
@@ -196,13 +199,15 @@ def run_accept(opts: AcceptOptions, store: Any, strict: bool) -> RunSummary:
         "docker": opts.docker,
         "kubectl": opts.kubectl,
         "bundle": str(opts.bundle) if opts.bundle else None,
+        "recipe": opts.recipe,
+        "strategy": opts.strategy,
     }
     run_id = store.start_run("accept", opts.url, scrub(meta, opts.api_key))
     summary = RunSummary(run_id=run_id, verdict="incomplete")
     recorder = Recorder(store, run_id, opts.api_key)
     finished = False
     try:
-        asyncio.run(run_steps(opts, recorder, summary))
+        asyncio.run(run_steps(opts, recorder, summary, live))
         summary.verdict = run_verdict(
             summary.steps, interrupted=summary.interrupted is not None, strict=strict
         )

@@ -11,10 +11,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+from vllm_medic.accept import environment
 from vllm_medic.accept.context import RunContext
 from vllm_medic.accept.logs import LogSource, read_sources
 from vllm_medic.accept.outcome import StepOutcome
 from vllm_medic.model import Category, Finding, Severity
+from vllm_medic.snapshot import Snapshot
 
 KEY_LINE = re.compile(
     r"Initializing a V\d LLM engine|non-default args|KV cache size|Maximum concurrency for|"
@@ -61,17 +63,17 @@ def _snapshot_dict(snapshot: Any) -> dict[str, Any] | None:
     return to_dict() if callable(to_dict) else None
 
 
-def snapshot_here_or_bundle(bundle: Path | None, collect: bool) -> tuple[dict[str, Any] | None, str]:
-    """(snapshot dict or None, where it came from / why not)."""
+def snapshot_here_or_bundle(bundle: Path | None, collect: bool) -> tuple[Any, str]:
+    """(collect's CollectResult or None, where it came from / why not)."""
     try:
         from vllm_medic.collect import api as collect_api
     except ImportError:
         return None, "skipped: the collect engine is not available in this build"
     if bundle is not None:
-        return _snapshot_dict(collect_api.load_captured(bundle)), f"bundle {bundle}"
+        return collect_api.load_captured(bundle), f"bundle {bundle}"
     if not collect:
         return None, "skipped: --no-collect"
-    return _snapshot_dict(collect_api.collect_here(collect_api.CollectOptions())), "collected on this host"
+    return collect_api.collect_here(collect_api.CollectOptions()), "collected on this host"
 
 
 async def run_archive(ctx: RunContext) -> StepOutcome:
@@ -113,9 +115,9 @@ async def run_archive(ctx: RunContext) -> StepOutcome:
             out.data["launch_args_source"] = "server log (non-default args)"
             out.data["non_default_args"] = launch
     try:
-        snapshot, origin = await asyncio.to_thread(snapshot_here_or_bundle, opts.bundle, opts.collect)
+        captured, origin = await asyncio.to_thread(snapshot_here_or_bundle, opts.bundle, opts.collect)
     except Exception as exc:  # noqa: BLE001 - a broken bundle is reported on the sheet, not a crash
-        snapshot, origin = None, f"failed: {type(exc).__name__}: {exc}"
+        captured, origin = None, f"failed: {type(exc).__name__}: {exc}"
         out.add(
             Finding(
                 "ACC-ARCHIVE-002", Severity.WARN, Category.OTHER, "the environment snapshot could not be read",
@@ -123,6 +125,7 @@ async def run_archive(ctx: RunContext) -> StepOutcome:
             )
         )  # fmt: skip
     out.data["snapshot_origin"] = origin
+    snapshot = _snapshot_dict(captured)
     if snapshot is not None:
         _copy_snapshot_facts(snapshot, out.data)
         ctx.attach("snapshot.json", json.dumps(snapshot, default=str), "application/json")
@@ -133,6 +136,8 @@ async def run_archive(ctx: RunContext) -> StepOutcome:
                 ["run `vllm-medic collect` on the server host and pass --bundle, or rerun accept there"],
             )
         )  # fmt: skip
+    out.data["environment"] = _environment(ctx, captured, origin, server)
+    out.add(environment.headline(out.data["environment"]))
     archived = [
         k for k in ("vllm_version", "launch_args", "key_log_lines", "driver_version") if out.data.get(k)
     ]
@@ -143,6 +148,31 @@ async def run_archive(ctx: RunContext) -> StepOutcome:
         )
     )  # fmt: skip
     return out.settle()
+
+
+def _environment(ctx: RunContext, captured: Any, origin: str, server: dict[str, Any]) -> dict[str, Any]:
+    """Preflight plus live cross-checks over what was archived; not_verified when nothing usable was."""
+    snap = getattr(captured, "snapshot", None)
+    if not isinstance(snap, Snapshot):
+        return environment.not_verified(f"no environment snapshot ({origin})")
+    empty = not snap.driver.version and not snap.gpus and not snap.launch.argv and not snap.vllm.version
+    if empty and ctx.opts.bundle is None:
+        # collected here, but this host has nothing of a vLLM server (a client machine, a remote server):
+        # judging it would judge the wrong machine. A bundle is always judged, however little it holds.
+        return environment.not_verified(
+            f"the snapshot ({origin}) holds no driver, GPU, vLLM or launch facts: the server runs elsewhere"
+        )
+    manifest = getattr(captured, "manifest", {}) or {}
+    srcs = manifest.get("sources")
+    sources = (
+        srcs if isinstance(srcs, dict)
+        else {str(e.get("name")): e for e in srcs if isinstance(e, dict)} if isinstance(srcs, list) else {}
+    )  # fmt: skip
+    checks, recipe = environment.preflight(
+        snap, ctx.opts.recipe, ctx.opts.strategy, dict(getattr(captured, "raw", {}) or {}), sources
+    )
+    cross = environment.cross_check(snap, server) if "error" not in server else []
+    return environment.summarise(checks, cross, recipe, origin)
 
 
 def _argv_from_non_default(args: dict[str, Any]) -> list[str]:

@@ -203,7 +203,9 @@ async def run_ramp(ctx: RunContext) -> StepOutcome:
             levels.append(partial)
             ctx.progress("ramp", out.data)
 
-        run = await run_level(ctx, c, requests, opts.step_duration_s, on_partial=keep_partial)
+        run = await run_level(
+            ctx, c, requests, opts.step_duration_s, on_partial=keep_partial, label=f"ramp level c={c}"
+        )
         level = summarise_level(run)
         broke = break_reason(level, opts.error_budget, scan_logs(ctx, log_pos))
         if broke:
@@ -218,7 +220,13 @@ async def run_ramp(ctx: RunContext) -> StepOutcome:
             break
         last_good = c
     out.data["max_sustainable_concurrency"] = last_good
+    # A limit was found only when a level broke; otherwise the highest level tried is a lower bound.
+    out.data["limit_found"] = out.data.get("stop_kind") not in (None, "client_saturation")
+    out.data["highest_tried"] = levels[-1]["concurrency"] if levels else None
     ctx.sustainable_concurrency = last_good
+    if out.data.get("stop_kind") == "engine_death":
+        ctx.engine_dead = f"engine dead at ramp level {levels[-1]['concurrency']}"
+        out.data["engine_dead"] = ctx.engine_dead
     for f in ramp_findings(levels, last_good, out.data.get("stop_kind"), out.data.get("stop_reason")):
         out.add(f)
     return out.settle()

@@ -250,6 +250,10 @@ async def run_soak(ctx: RunContext) -> StepOutcome:
     return out.settle()
 
 
+def opts_left(ctx: RunContext, elapsed: float) -> float:
+    return max(0.0, ctx.opts.soak_s - elapsed)
+
+
 def make_follower(ctx: RunContext) -> Any:
     if not ctx.opts.has_logs:
         return LogFollower(ctx)
@@ -270,8 +274,11 @@ async def _soak_windows(
     net_lines: list[str],
 ) -> None:
     elapsed = 0.0
-    for _ in range(windows):
-        run = await run_level(ctx, concurrency, None, window_s)
+    for w in range(windows):
+        label = (
+            f"soak c={concurrency} window {w + 1}/{windows} ({opts_left(ctx, elapsed):.0f} s of soak left)"
+        )
+        run = await run_level(ctx, concurrency, None, window_s, label=label)
         res = run.result
         elapsed += res.duration_s
         e2e = ms_percentiles(res.percentiles()["e2e"])

@@ -65,6 +65,7 @@ async def run_level(
     requests: int | None,
     duration_s: float | None,
     on_partial: Callable[[Any], None] | None = None,
+    label: str | None = None,
 ) -> LevelRun:
     """Drive one level; on cancellation (Ctrl-C) hand the partial StepResult to ``on_partial`` first."""
     from vllm_medic.accept.loadgen import LoadStep
@@ -91,7 +92,13 @@ async def run_level(
         if opts.workers > 1:
             result = await _run_distributed(ctx, concurrency, requests, duration_s, body, model)
         else:
-            result = await step.run()
+            from vllm_medic.accept.progress import QUIET
+
+            live = ctx.live or QUIET
+            async with live.watch(
+                label or f"concurrency {concurrency}", lambda: step.result, requests, duration_s
+            ):
+                result = await step.run()
     except asyncio.CancelledError:
         if on_partial is not None:
             on_partial(step.result)

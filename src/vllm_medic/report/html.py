@@ -37,7 +37,7 @@ def _e(v: Any) -> str:
 
 def _badge(status: str | None, extra: str = "") -> str:
     s = (status or "unknown").lower()
-    return f'<span class="badge {_e(s)}{" " + extra if extra else ""}">{_e(s)}</span>'
+    return f'<span class="badge {_e(s)}{" " + extra if extra else ""}">{_e(VERDICT_TEXT.get(s, s))}</span>'
 
 
 def _link(url: str) -> str:
@@ -112,11 +112,10 @@ def _summary(run: dict[str, Any]) -> str:
 
 def _results(run: dict[str, Any]) -> str:
     levels = views.ramp_levels(run)
-    msc = views.max_sustainable_concurrency(run)
     ratio = views.prefix_hit_ratio(run)
     stop = views.ramp_stop_reason(run)
     out = ["<h2 id='results'>Results</h2><table class='meta'>"]
-    out.append(f"<tr><td>Max sustainable concurrency</td><td>{_e(msc if msc is not None else '–')}</td></tr>")
+    out.append(f"<tr><td>Max sustainable concurrency</td><td>{_e(views.concurrency_text(run))}</td></tr>")
     if stop:
         out.append(f"<tr><td>Ramp stopped because</td><td>{_e(stop)}</td></tr>")
     out.append(
@@ -225,6 +224,37 @@ def _results(run: dict[str, Any]) -> str:
                 )
             )
     out.append("</div>")
+    return "".join(out)
+
+
+VERDICT_TEXT = {"pass_unverified": "pass (environment not verified)", "not_verified": "not verified"}
+
+
+def _environment_verdict(run: dict[str, Any]) -> str:
+    env = views.environment_verdict(run)
+    status = str(env.get("status"))
+    out = [
+        "<h2 id='environment-verdict'>Environment verdict</h2>",
+        f"<p>{_badge(status)} ",
+    ]
+    if status == "not_verified":
+        out.append(f"{_e(env.get('reason') or '')}</p>")
+        out.append(
+            "<p class='muted'>Nothing was archived and checked: run <code>vllm-medic collect</code> on the "
+            "server host and pass <code>--bundle</code> (with <code>--recipe</code>), or rerun accept there.</p>"
+        )
+        return "".join(out)
+    c = env.get("counts") or {}
+    out.append(
+        f"recipe {_e(env.get('recipe'))}; evidence: {_e(env.get('evidence_from'))}; "
+        f"{_e(c.get('fail', 0))} fail, {_e(c.get('warn', 0))} warn, {_e(c.get('not_checked', 0))} not checked, "
+        f"{_e(c.get('pass', 0))} pass</p>"
+    )
+    findings = env.get("findings") or []
+    if findings:
+        out.append("".join(_finding(f) for f in findings if isinstance(f, dict)))
+    else:
+        out.append("<p class='muted'>No check failed, warned or was left unchecked.</p>")
     return "".join(out)
 
 
@@ -346,6 +376,7 @@ def render_sheet(run: dict[str, Any], snapshot: dict[str, Any] | None = None) ->
         + "<h2 id='summary'>Summary</h2>"
         + _summary(run)
         + _results(run)
+        + _environment_verdict(run)
         + _environment(run, snapshot)
         + _steps(run)
         + att

@@ -12,9 +12,18 @@ from vllm_medic.model import Finding, Severity
 from vllm_medic.redact import redact_text
 
 
-def findings_to_junit(findings: Iterable[Finding], suite_name: str, strict: bool = False) -> str:
+def findings_to_junit(
+    findings: Iterable[Finding],
+    suite_name: str,
+    strict: bool = False,
+    properties: dict[str, str] | None = None,
+) -> str:
     items = list(findings)
     suite = ET.Element("testsuite", name=suite_name)
+    if properties:
+        props = ET.SubElement(suite, "properties")
+        for key, value in properties.items():
+            ET.SubElement(props, "property", name=key, value=redact_text(str(value)))
     failures = 0
     skipped = 0
     for f in items:
@@ -52,10 +61,16 @@ def findings_to_junit(findings: Iterable[Finding], suite_name: str, strict: bool
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(path: Path, findings: Iterable[Finding], suite_name: str, strict: bool = False) -> None:
+def write_junit(
+    path: Path,
+    findings: Iterable[Finding],
+    suite_name: str,
+    strict: bool = False,
+    properties: dict[str, str] | None = None,
+) -> None:
     """Write the XML; a path that cannot be written (a directory, under a file, read-only) is a ToolError
     naming the path and the reason, so the command exits 3 with a message instead of a crash."""
-    xml = findings_to_junit(findings, suite_name, strict)
+    xml = findings_to_junit(findings, suite_name, strict, properties)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(xml, encoding="utf-8")

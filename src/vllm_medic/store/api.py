@@ -41,7 +41,7 @@ from vllm_medic.store import schema
 from vllm_medic.store.liveness import process_start_token, this_host, writer_gone
 
 STEP_STATUSES = ("pass", "warn", "fail", "skipped", "running")
-VERDICTS = ("pass", "fail", "incomplete")
+VERDICTS = ("pass", "pass_unverified", "fail", "incomplete")
 RUN_STATUSES = ("running", "finished", "interrupted")
 
 

@@ -69,9 +69,12 @@ def _write_file(path: Path, text: str) -> None:
 
 
 def report_exit_code(run: dict[str, Any], strict: bool) -> ExitCode:
-    """0 only when the run finished and every step that ran passed (with --strict, warnings fail too)."""
+    """0 only when the run finished and every step that ran passed (with --strict, warnings fail too, and
+    so does a pass whose environment was not verified)."""
     statuses = [s.get("status") for s in run.get("steps") or []]
-    if run.get("verdict") != "pass" or run.get("status") != "finished":
+    if run.get("verdict") not in ("pass", "pass_unverified") or run.get("status") != "finished":
+        return ExitCode.FINDINGS
+    if strict and run.get("verdict") == "pass_unverified":
         return ExitCode.FINDINGS
     if "fail" in statuses or "running" in statuses or (strict and "warn" in statuses):
         return ExitCode.FINDINGS

@@ -20,7 +20,9 @@ runs = Table(
     Column("kind", String(64), nullable=False, index=True),
     Column("target", Text, nullable=False, default=""),
     Column("status", String(32), nullable=False),  # running | finished | interrupted
-    Column("verdict", String(32), nullable=True),  # pass | fail | incomplete (None while running)
+    Column(
+        "verdict", String(32), nullable=True
+    ),  # pass | pass_unverified | fail | incomplete (None while running)
     Column("reason", Text, nullable=True),  # why interrupted / incomplete
     Column("started_at", String(40), nullable=False, index=True),
     Column("finished_at", String(40), nullable=True),

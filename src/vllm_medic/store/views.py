@@ -194,6 +194,25 @@ def max_sustainable_concurrency(run: dict[str, Any]) -> int | None:
     return max(ok) if ok else None
 
 
+def concurrency_text(run: dict[str, Any]) -> str:
+    """ "8" when the ramp found a limit; "≥ 4 (highest tried)" when every level held (no limit found)."""
+    data = _step_data(run, "ramp")
+    msc = max_sustainable_concurrency(run)
+    if data.get("limit_found") is False:
+        top = _num(data.get("highest_tried"))
+        top = int(top) if top is not None else msc
+        return f"≥ {top} (highest tried)" if top is not None else "–"
+    return str(msc) if msc is not None else "–"
+
+
+def environment_verdict(run: dict[str, Any]) -> dict[str, Any]:
+    """The archive step's environment verdict (preflight + live cross-checks), or not_verified."""
+    env = _step_data(run, "archive").get("environment")
+    if isinstance(env, dict) and env.get("status"):
+        return env
+    return {"status": "not_verified", "reason": "no environment was archived and checked", "findings": []}
+
+
 def ramp_stop_reason(run: dict[str, Any]) -> str:
     return str(_first(_step_data(run, "ramp"), "stop_reason", "reason") or "")
 
