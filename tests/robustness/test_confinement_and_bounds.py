@@ -194,3 +194,45 @@ def test_malformed_values_are_usage_errors(argv: list[str], medic_home: Path) ->
     outcome = run_medic(argv, medic_env(medic_home), timeout=60)
     assert outcome.returncode == 2, outcome.describe()
     assert outcome.stderr.strip() and TRACEBACK not in outcome.text
+
+
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "--from", str(DATA / "checks" / "bundles" / "b200-r575-k3"), "--recipe", "{f}"],
+        ["plan", "--recipe", "{f}"],
+        ["triage", "{log}", "--catalogue", "{f}"],
+    ],
+)
+def test_yaml_aliases_billion_laughs_are_refused_at_once(
+    argv: list[str], medic_home: Path, tmp_path: Path
+) -> None:
+    bomb = tmp_path / "laughs.yaml"
+    bomb.write_text(BILLION_LAUGHS, encoding="utf-8")
+    log = tmp_path / "a.log"
+    log.write_text("INFO all good\n", encoding="utf-8")
+    start = time.monotonic()
+    outcome = run_medic([a.format(f=bomb, log=log) for a in argv], medic_env(medic_home), timeout=60)
+    assert time.monotonic() - start < 30, outcome.describe()
+    assert outcome.returncode == 2, outcome.describe()
+    assert "alias" in outcome.stderr and str(bomb.name) in outcome.stderr, outcome.describe()
+
+
+def test_collect_timeout_nan_is_a_usage_error(medic_home: Path, tmp_path: Path) -> None:
+    for value in ("nan", "inf", "-1"):
+        outcome = run_medic(["collect", "--timeout", value, "-o", str(tmp_path / "b")], medic_env(medic_home))
+        assert outcome.returncode == 2, outcome.describe()
+        assert "--timeout" in outcome.stderr and TRACEBACK not in outcome.text
+
+
+def test_json_nested_1000_deep_is_a_usage_error(medic_home: Path, tmp_path: Path) -> None:
+    deep = tmp_path / "snapshot.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    outcome = run_medic(["check", "--snapshot", str(deep)], medic_env(medic_home))
+    assert outcome.returncode == 2, outcome.describe()
+    assert "nested too deeply" in outcome.stderr or deep.name in outcome.stderr, outcome.describe()

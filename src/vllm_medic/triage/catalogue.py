@@ -210,8 +210,10 @@ def _parse_document(doc: Any, origin: str, cat: Catalogue) -> None:
 def _load_yaml(text: str, origin: str) -> Any:
     import yaml
 
+    from vllm_medic.safeyaml import safe_load
+
     try:
-        return yaml.safe_load(text)
+        return safe_load(text)  # aliases refused (billion laughs), depth and size capped
     except yaml.YAMLError as exc:
         raise _fail(origin, "YAML", str(exc).splitlines()[0] if str(exc) else "cannot parse") from None
 
