@@ -236,3 +236,37 @@ def test_json_nested_1000_deep_is_a_usage_error(medic_home: Path, tmp_path: Path
     outcome = run_medic(["check", "--snapshot", str(deep)], medic_env(medic_home))
     assert outcome.returncode == 2, outcome.describe()
     assert "nested too deeply" in outcome.stderr or deep.name in outcome.stderr, outcome.describe()
+
+
+def _user_catalogue(tmp_path: Path, pattern: str) -> Path:
+    cat = tmp_path / "mine.yaml"
+    cat.write_text(
+        "signatures:\n  - id: user.evil\n    category: other\n    role: root\n    priority: 50\n"
+        f"    title: evil\n    patterns: [{json.dumps(pattern)}]\n",
+        encoding="utf-8",
+    )
+    return cat
+
+
+def test_a_catastrophic_user_pattern_runs_in_linear_time(medic_home: Path, tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_text("ERROR " + "a" * 40 + "b\n", encoding="utf-8")
+    start = time.monotonic()
+    outcome = run_medic(
+        ["triage", str(log), "--catalogue", str(_user_catalogue(tmp_path, "(a+)+$")), "--json"],
+        medic_env(medic_home),
+        timeout=60,
+    )
+    assert time.monotonic() - start < 20, "(a+)+$ backtracked: the pattern ran under Python re"
+    assert outcome.returncode in (0, 1), outcome.describe()
+
+
+def test_a_user_pattern_re2_cannot_run_is_refused_by_name(medic_home: Path, tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_text("ERROR x\n", encoding="utf-8")
+    pattern = r"(?=ERROR)(a+)+$"  # a lookahead RE2 cannot run, around a group that backtracks
+    outcome = run_medic(
+        ["triage", str(log), "--catalogue", str(_user_catalogue(tmp_path, pattern))], medic_env(medic_home)
+    )
+    assert outcome.returncode == 2, outcome.describe()
+    assert "(a+)+$" in outcome.stderr and "user.evil" in outcome.stderr, outcome.describe()
