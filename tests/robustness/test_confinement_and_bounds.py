@@ -270,3 +270,23 @@ def test_a_user_pattern_re2_cannot_run_is_refused_by_name(medic_home: Path, tmp_
     )
     assert outcome.returncode == 2, outcome.describe()
     assert "(a+)+$" in outcome.stderr and "user.evil" in outcome.stderr, outcome.describe()
+
+
+def test_a_4_mib_word_in_launch_txt_is_cut_in_linear_time(
+    captured: Path, medic_home: Path, tmp_path: Path
+) -> None:
+    """shlex builds words a character at a time: a 4 MiB word (a 5 KB tgz) hung check and collect."""
+    (captured / "launch.txt").write_text(
+        "vllm serve moonshotai/Kimi-K3 --served-model-name "
+        + "A" * (4 << 20)
+        + " --tensor-parallel-size 8\n",
+        encoding="utf-8",
+    )
+    for argv in (
+        ["check", "--from", str(captured), "--json"],
+        ["collect", "--from", str(captured), "-o", str(tmp_path / "b")],
+    ):
+        start = time.monotonic()
+        outcome = run_medic(argv, medic_env(medic_home), timeout=60)
+        assert time.monotonic() - start < 30, outcome.describe()
+        assert outcome.returncode in (0, 1), outcome.describe()
