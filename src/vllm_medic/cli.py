@@ -73,6 +73,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(int(ExitCode.INTERRUPTED))
     except SystemExit:
         raise
+    except RecursionError:  # JSON/YAML nested ~1,000 deep: bad input, not a tool failure
+        err.print(
+            "[red]error:[/] an input is nested too deeply to read (JSON or YAML over ~1,000 levels); "
+            "check the files given to this command",
+            highlight=False,
+        )
+        sys.exit(int(ExitCode.USAGE))
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback for the user
         if os.environ.get("VLLM_MEDIC_DEBUG"):
             raise

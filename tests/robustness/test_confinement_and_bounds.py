@@ -194,3 +194,99 @@ def test_malformed_values_are_usage_errors(argv: list[str], medic_home: Path) ->
     outcome = run_medic(argv, medic_env(medic_home), timeout=60)
     assert outcome.returncode == 2, outcome.describe()
     assert outcome.stderr.strip() and TRACEBACK not in outcome.text
+
+
+BILLION_LAUGHS = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "--from", str(DATA / "checks" / "bundles" / "b200-r575-k3"), "--recipe", "{f}"],
+        ["plan", "--recipe", "{f}"],
+        ["triage", "{log}", "--catalogue", "{f}"],
+    ],
+)
+def test_yaml_aliases_billion_laughs_are_refused_at_once(
+    argv: list[str], medic_home: Path, tmp_path: Path
+) -> None:
+    bomb = tmp_path / "laughs.yaml"
+    bomb.write_text(BILLION_LAUGHS, encoding="utf-8")
+    log = tmp_path / "a.log"
+    log.write_text("INFO all good\n", encoding="utf-8")
+    start = time.monotonic()
+    outcome = run_medic([a.format(f=bomb, log=log) for a in argv], medic_env(medic_home), timeout=60)
+    assert time.monotonic() - start < 30, outcome.describe()
+    assert outcome.returncode == 2, outcome.describe()
+    assert "alias" in outcome.stderr and str(bomb.name) in outcome.stderr, outcome.describe()
+
+
+def test_collect_timeout_nan_is_a_usage_error(medic_home: Path, tmp_path: Path) -> None:
+    for value in ("nan", "inf", "-1"):
+        outcome = run_medic(["collect", "--timeout", value, "-o", str(tmp_path / "b")], medic_env(medic_home))
+        assert outcome.returncode == 2, outcome.describe()
+        assert "--timeout" in outcome.stderr and TRACEBACK not in outcome.text
+
+
+def test_json_nested_1000_deep_is_a_usage_error(medic_home: Path, tmp_path: Path) -> None:
+    deep = tmp_path / "snapshot.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    outcome = run_medic(["check", "--snapshot", str(deep)], medic_env(medic_home))
+    assert outcome.returncode == 2, outcome.describe()
+    assert "nested too deeply" in outcome.stderr or deep.name in outcome.stderr, outcome.describe()
+
+
+def _user_catalogue(tmp_path: Path, pattern: str) -> Path:
+    cat = tmp_path / "mine.yaml"
+    cat.write_text(
+        "signatures:\n  - id: user.evil\n    category: other\n    role: root\n    priority: 50\n"
+        f"    title: evil\n    patterns: [{json.dumps(pattern)}]\n",
+        encoding="utf-8",
+    )
+    return cat
+
+
+def test_a_catastrophic_user_pattern_runs_in_linear_time(medic_home: Path, tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_text("ERROR " + "a" * 40 + "b\n", encoding="utf-8")
+    start = time.monotonic()
+    outcome = run_medic(
+        ["triage", str(log), "--catalogue", str(_user_catalogue(tmp_path, "(a+)+$")), "--json"],
+        medic_env(medic_home),
+        timeout=60,
+    )
+    assert time.monotonic() - start < 20, "(a+)+$ backtracked: the pattern ran under Python re"
+    assert outcome.returncode in (0, 1), outcome.describe()
+
+
+def test_a_user_pattern_re2_cannot_run_is_refused_by_name(medic_home: Path, tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_text("ERROR x\n", encoding="utf-8")
+    pattern = r"(?=ERROR)(a+)+$"  # a lookahead RE2 cannot run, around a group that backtracks
+    outcome = run_medic(
+        ["triage", str(log), "--catalogue", str(_user_catalogue(tmp_path, pattern))], medic_env(medic_home)
+    )
+    assert outcome.returncode == 2, outcome.describe()
+    assert "(a+)+$" in outcome.stderr and "user.evil" in outcome.stderr, outcome.describe()
+
+
+def test_a_4_mib_word_in_launch_txt_is_cut_in_linear_time(
+    captured: Path, medic_home: Path, tmp_path: Path
+) -> None:
+    """shlex builds words a character at a time: a 4 MiB word (a 5 KB tgz) hung check and collect."""
+    (captured / "launch.txt").write_text(
+        "vllm serve moonshotai/Kimi-K3 --served-model-name "
+        + "A" * (4 << 20)
+        + " --tensor-parallel-size 8\n",
+        encoding="utf-8",
+    )
+    for argv in (
+        ["check", "--from", str(captured), "--json"],
+        ["collect", "--from", str(captured), "-o", str(tmp_path / "b")],
+    ):
+        start = time.monotonic()
+        outcome = run_medic(argv, medic_env(medic_home), timeout=60)
+        assert time.monotonic() - start < 30, outcome.describe()
+        assert outcome.returncode in (0, 1), outcome.describe()

@@ -100,8 +100,8 @@ def collect_command(
     from vllm_medic.collect.summary import print_summary
     from vllm_medic.report.jsonout import dumps
 
-    if timeout <= 0:
-        stderr.print(f"[red]error:[/] --timeout must be positive, got {timeout:g}", highlight=False)
+    if not timeout > 0 or timeout == float("inf"):  # `not >` also catches NaN
+        stderr.print(f"[red]error:[/] --timeout must be a positive number, got {timeout:g}", highlight=False)
         raise typer.Exit(int(ExitCode.USAGE))
     from vllm_medic.collect.api import check_bundle_destination, check_launch_argument
 

@@ -198,11 +198,29 @@ def _from_shell(text: str, base_env: dict[str, str] | None = None) -> Launch:
     return launch
 
 
+# shlex builds each word a character at a time (quadratic): a 4 MiB word in launch.txt took minutes.
+# No vLLM argument is this long; longer words are cut (linear regex) and the launch says so.
+MAX_WORD_CHARS = 16 * 1024
+_LONG_WORD = re.compile(rf"\S{{{MAX_WORD_CHARS + 1},}}")
+
+
+def _cap_words(line: str, warnings: list[str]) -> str:
+    if len(line) <= MAX_WORD_CHARS:
+        return line
+    capped = _LONG_WORD.sub(lambda m: m.group(0)[:MAX_WORD_CHARS], line)
+    if capped != line and not any("partial:" in w and "KiB" in w for w in warnings):
+        warnings.append(
+            f"partial: a word over {MAX_WORD_CHARS // 1024} KiB was cut to its first {MAX_WORD_CHARS // 1024} KiB"
+        )
+    return capped
+
+
 def _logical_lines(text: str, warnings: list[str]) -> list[list[str]]:
     """Shell words per logical line; a quoted argument spanning lines (a JSON config) stays whole."""
     out: list[list[str]] = []
     pending = ""
     for line in text.splitlines():
+        line = _cap_words(line, warnings)
         if not pending and (not line.strip() or line.lstrip().startswith("#")):
             continue
         candidate = f"{pending}\n{line}" if pending else line

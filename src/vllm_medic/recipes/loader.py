@@ -95,8 +95,10 @@ def _shipped_doc(name: str) -> dict[str, Any]:
 
 
 def _yaml(text: str, where: str) -> Any:
+    from vllm_medic.safeyaml import safe_load
+
     try:
-        return yaml.safe_load(text)
+        return safe_load(text)  # aliases refused (billion laughs), depth and size capped
     except yaml.YAMLError as exc:
         raise UsageError(f"recipe {where}: not valid YAML: {' '.join(str(exc).split())}") from exc
 

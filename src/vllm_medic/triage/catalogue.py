@@ -103,6 +103,48 @@ def _compile(origin: str, where: str, items: Any) -> tuple[re.Pattern[str], ...]
     return tuple(out)
 
 
+# A group holding a quantifier, itself quantified: `(a+)+`, `(a*b?)*`, `(x{1,9})+` (what backtracks
+# exponentially under Python's `re`). Used only where google-re2 is not installed.
+_NESTED_QUANTIFIER = re.compile(
+    r"\((?:[^()\\]|\\.)*(?:[+*]|\{\d*,\d*\})(?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,\d*\})"
+)
+
+
+def _linear_time(sig: Signature) -> Signature:
+    """A user signature's patterns compiled with RE2 where RE2 can run them (linear time: `(a+)+$` on a
+    40-char line hung `triage --catalogue` under `re`). A pattern RE2 cannot run (a lookahead, a
+    backreference) stays under Python `re` only without nested quantifiers; with them it is refused,
+    naming it. Without google-re2 every pattern with nested quantifiers is refused."""
+    import dataclasses
+
+    try:
+        import re2  # type: ignore[import-not-found]
+    except ImportError:
+        re2 = None
+
+    def one(p: re.Pattern[str], field: str) -> Any:
+        if re2 is not None:
+            try:
+                return re2.compile(p.pattern)
+            except re2.error:
+                pass
+        if _NESTED_QUANTIFIER.search(p.pattern):
+            raise _fail(
+                sig.origin,
+                f"signature {sig.id!r} {field}",
+                f"pattern {p.pattern!r} nests quantifiers and RE2 cannot run it (catastrophic backtracking "
+                "under Python re): rewrite it without a quantified group"
+                + ("" if re2 is not None else ", or install google-re2"),
+            )
+        return p
+
+    return dataclasses.replace(
+        sig,
+        patterns=tuple(one(p, "pattern") for p in sig.patterns),
+        traceback_patterns=tuple(one(p, "traceback pattern") for p in sig.traceback_patterns),
+    )
+
+
 def _str_list(origin: str, where: str, value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -215,11 +257,15 @@ def safe_yaml(text: str) -> Any:
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
 
 
-def _load_yaml(text: str, origin: str) -> Any:
+def _load_yaml(text: str, origin: str, *, shipped: bool = False) -> Any:
+    """Shipped files through the fast C loader; a user's file through the guarded one (aliases refused
+    - billion laughs -, depth and size capped)."""
     import yaml
 
+    from vllm_medic.safeyaml import safe_load
+
     try:
-        return safe_yaml(text)
+        return safe_yaml(text) if shipped else safe_load(text)
     except yaml.YAMLError as exc:
         raise _fail(origin, "YAML", str(exc).splitlines()[0] if str(exc) else "cannot parse") from None
 
@@ -234,7 +280,7 @@ def load_catalogue(extra: list[Path] | tuple[Path, ...] = ()) -> Catalogue:
         (p for p in shipped.iterdir() if p.name.endswith((".yaml", ".yml"))), key=lambda p: p.name
     ):
         origin = f"catalogue/{entry.name}"
-        _parse_document(_load_yaml(entry.read_text(encoding="utf-8"), origin), origin, cat)
+        _parse_document(_load_yaml(entry.read_text(encoding="utf-8"), origin, shipped=True), origin, cat)
         cat.files.append(origin)
     if extra:
         user = Catalogue()
@@ -246,6 +292,7 @@ def load_catalogue(extra: list[Path] | tuple[Path, ...] = ()) -> Catalogue:
                 raise UsageError(f"catalogue {path}: cannot read: {exc}") from None
             _parse_document(_load_yaml(text, str(path)), str(path), user)
             cat.files.append(str(path))
+        user.signatures = [_linear_time(sig) for sig in user.signatures]
         user_ids = {s.id for s in user.signatures}
         cat.signatures = user.signatures + [s for s in cat.signatures if s.id not in user_ids]
         cat.category_fix.update(user.category_fix)
