@@ -523,20 +523,20 @@ CANONICAL = {
 }
 
 
-def _dig(obj: Any, path: str) -> Any:
-    if path.startswith("#"):
-        value = _dig(obj, path[1:])
-        return len(value) if value is not None else None
-    if path == "!errors":
-        return sorted({e["source"] for e in obj.get("errors", [])})
-    if path == "?flagged":
-        return sorted({e["source"] for e in obj.get("errors", [])} | set(obj.get("partial") or {}))
-    head, _, rest = path.partition(".")
-    if head.endswith("[*]"):
-        items = obj.get(head[:-3]) or []
-        return [_dig(item, rest) for item in items]
-    value = obj.get(head) if isinstance(obj, dict) else None
-    return _dig(value, rest) if rest and value is not None else value
+def _load_scorer() -> Any:
+    """The published round scorer (scripts/score_blind_round.py): the test reads facts the way the
+    figure in docs/collect.md was computed."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "score_blind_round.py"
+    spec = importlib.util.spec_from_file_location("score_blind_round", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_dig = _load_scorer().dig
 
 
 def snapshot_from(sample: str, tmp_path: Path) -> dict[str, Any]:
