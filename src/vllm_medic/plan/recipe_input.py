@@ -117,6 +117,8 @@ def recipe_baseline_from_dict(raw: dict[str, Any], source: str, variant: str = "
     if not isinstance(variants, dict) or variant not in variants:
         raise UsageError(f"recipe {source} has no variants.{variant} (have: {', '.join(variants) or 'none'})")
     v = variants[variant] or {}
+    if not isinstance(v, dict):
+        raise UsageError(f"recipe {source}: variants.{variant} must be a mapping, not {type(v).__name__}")
     smg = raw.get("strategy_min_gpus") or {}
     strategy_keys = {k: int(val) for k, val in smg.items() if "_" in k}
     gpu_keys = {k.lower(): int(val) for k, val in smg.items() if "_" not in k}
