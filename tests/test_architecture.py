@@ -24,11 +24,6 @@ LONG_FUNCTIONS_ALLOWED = {
     "cache/probe.py:probe_findings",  # split after the i12/i14 merges
     "plan/cli.py:plan_command",  # split after the i12/i14 merges
     # being split now (issue 13), each removed with its split:
-    "checks/rules_driver.py:driver_vs_cuda",
-    "checks/rules_gpu_health.py:gpu_memory_health",
-    "checks/rules_layout.py:container_sees_fewer",
-    "checks/rules_network.py:dmabuf_needs_peermem",
-    "checks/rules_recipe.py:max_model_len_budget",
     "health/cli.py:health_cmd",
     "health/cli.py:nccl_path_cmd",
     "health/nccl_path.py:nccl_findings",
