@@ -23,9 +23,6 @@ LONG_FUNCTIONS_ALLOWED = {
     "cache/cli.py:probe_command",  # split after the i12/i14 merges
     "cache/probe.py:probe_findings",  # split after the i12/i14 merges
     "plan/cli.py:plan_command",  # split after the i12/i14 merges
-    # being split now (issue 13), each removed with its split:
-    "plan/capacity.py:plan",
-    "plan/verdict.py:plan_findings",
 }
 
 
