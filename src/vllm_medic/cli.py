@@ -36,7 +36,7 @@ _COMMAND_MODULES = (
     "vllm_medic.cache.cli",
     "vllm_medic.plan.cli",
     "vllm_medic.sim.cli",
-    "vllm_medic.store.cli",
+    "vllm_medic.history.cli",
     "vllm_medic.cluster.cli",
     "vllm_medic.health.cli",
 )

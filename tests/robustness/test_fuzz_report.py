@@ -73,8 +73,8 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
 
 
 def _render_all(run: dict[str, Any], snapshot: dict[str, Any] | None) -> str:
+    from vllm_medic.history.cli import _print_run, report_exit_code
     from vllm_medic.report.html import render_sheet
-    from vllm_medic.store.cli import _print_run, report_exit_code
     from vllm_medic.store.diffing import diff_runs
     from vllm_medic.store.run_junit import run_to_junit
 

@@ -180,6 +180,42 @@ def guess_hybrid(
 
 def verdict(inp: FlagInputs) -> list[Finding]:
     """One finding naming which layer dropped or overrode the flag (or that it is on everywhere)."""
+    layers = _layers(inp)
+    if not layers:
+        return [_nothing_to_compare(inp)]
+    seen = _seen(inp, layers)
+    if len({lv.value for lv in inp.metrics if lv.value is not None}) > 1:
+        return [_engines_disagree(seen)]
+    effective = seen.engine_values[-1].value if seen.engine_values else None
+    if effective is True:
+        return [_reached_engine(seen)]
+    if effective is False:
+        for judge in _WHY_OFF_IN_ENGINE:
+            finding = judge(seen)
+            if finding is not None:
+                return [finding]
+        return [_never_passed(seen)]
+    return [_engine_side_unknown(seen)]
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the layers say about the flag, read once for the judges below."""
+
+    inp: FlagInputs
+    evidence: list[str]
+    engine_values: list[LayerValue]  # engine config and metrics layers that carry a value, in order
+    launch_v: bool | None
+    nd: LayerValue | None  # the log's non-default args
+    default_txt: str
+    default: bool | None  # vLLM's default for this model kind; None when the kind is unknown
+
+
+_FIX_RESTART = "Re-launch and confirm `enable_prefix_caching=True` in the engine config line and in /metrics."
+
+
+def _layers(inp: FlagInputs) -> list[LayerValue]:
+    """The layers given, from the launch to the engines: launch, non-default args, engine config, metrics."""
     layers: list[LayerValue] = []
     if inp.launch:
         layers.append(inp.launch)
@@ -188,6 +224,10 @@ def verdict(inp: FlagInputs) -> list[Finding]:
     if inp.log and inp.log.engine:
         layers.append(inp.log.engine)
     layers.extend(inp.metrics)
+    return layers
+
+
+def _seen(inp: FlagInputs, layers: list[LayerValue]) -> _Seen:
     evidence = [lv.evidence for lv in layers]
     if inp.hybrid is not None:
         evidence.append(f"model kind: {'hybrid' if inp.hybrid else 'ordinary decoder'} ({inp.hybrid_basis})")
@@ -199,197 +239,217 @@ def verdict(inp: FlagInputs) -> list[Finding]:
         if default is None
         else ("off by default for hybrid models" if not default else "on by default for ordinary models")
     )
-    if not layers:
-        given = bool(inp.empty_inputs)
-        return [
-            Finding(
-                "CACHE-FLAG000",
-                Severity.WARN,
-                Category.PREFIX_CACHE,
-                "Nothing to compare: the inputs given hold no prefix-caching setting"
-                if given
-                else "Nothing to compare: give the launch, the engine log or the server",
-                list(inp.empty_inputs),
-                [
-                    "Pass --launch (command, script, docker inspect JSON or manifest), --log (the engine log "
-                    "from startup) and/or --server URL (reads vllm:cache_config_info)."
-                ],
-            )
-        ]
-    engine_values = [lv for lv in layers if lv.layer in ("engine_config", "metrics") and lv.value is not None]
-    metric_values = {lv.value for lv in inp.metrics if lv.value is not None}
-    if len(metric_values) > 1:
-        off = [lv.evidence for lv in inp.metrics if lv.value is False]
-        return [
-            Finding(
-                "CACHE-FLAG005",
-                Severity.FAIL,
-                Category.PREFIX_CACHE,
-                "Engines disagree: prefix caching is off on some DP engines",
-                evidence,
-                [
-                    "Every DP rank / node must get the same arguments: compare the launch of the engines that report "
-                    "False (" + "; ".join(off) + ") with the others.",
-                    "Restart those engines with --enable-prefix-caching and re-check /metrics.",
-                ],
-                DOCS,
-            )
-        ]
-    effective = engine_values[-1].value if engine_values else None
-    launch_v = inp.launch.value if inp.launch else None
-    nd = inp.log.non_default if inp.log else None
-    if effective is True:
-        return [
-            Finding(
-                "CACHE-FLAG001",
-                Severity.PASS,
-                Category.PREFIX_CACHE,
-                f"Prefix caching reached the engine (enable_prefix_caching=True in {engine_values[-1].layer.replace('_', ' ')})",
-                evidence,
-            )
-        ]
-    if effective is False:
-        fix_restart = (
-            "Re-launch and confirm `enable_prefix_caching=True` in the engine config line and in /metrics."
-        )
-        if launch_v is True and nd is not None and nd.value is None:
-            return [
-                Finding(
-                    "CACHE-FLAG002",
-                    Severity.FAIL,
-                    Category.PREFIX_CACHE,
-                    "Dropped between the launch and the engine: in the launch, absent from the engine's non-default args",
-                    evidence,
-                    [
-                        "The wrapper (entrypoint script, Helm template, operator) does not pass the arguments through: "
-                        'make it exec `vllm serve ... "$@"` (quoted $@) or put the flag in the container command itself.',
-                        "Check for an args/command override in the manifest that replaces the image's CMD.",
-                        fix_restart,
-                    ],
-                    DOCS,
-                )
-            ]
-        if launch_v is True and nd is not None and nd.value is False:
-            return [
-                Finding(
-                    "CACHE-FLAG003",
-                    Severity.FAIL,
-                    Category.PREFIX_CACHE,
-                    "Overridden before the engine: the launch passes the flag, the server received --no-enable-prefix-caching",
-                    evidence,
-                    [
-                        "Something appends --no-enable-prefix-caching after your flag (a wrapper default, an operator, a "
-                        "profile such as a PD decode pool); with argparse the last flag wins. Remove it.",
-                        fix_restart,
-                    ],
-                    DOCS,
-                )
-            ]
-        if launch_v is True or (nd is not None and nd.value is True):
-            return [
-                Finding(
-                    "CACHE-FLAG004",
-                    Severity.FAIL,
-                    Category.PREFIX_CACHE,
-                    "Overridden inside vLLM: the flag was received but the engine runs with enable_prefix_caching=False",
-                    evidence,
-                    [
-                        "vLLM turned it off for this model or platform: look in the log around the engine config for the "
-                        "reason (attention backend or layer without prefix-caching support, RISC-V CPU, a pooling model).",
-                        "For hybrid models, check the vLLM version supports prefix caching for this architecture "
-                        "(Kimi K3 needs the K3-enabled build) and that chunked prefill is on (mamba 'align' mode needs it).",
-                    ],
-                    DOCS,
-                )
-            ]
-        if launch_v is False or (nd is not None and nd.value is False):
-            return [
-                Finding(
-                    "CACHE-FLAG006",
-                    Severity.FAIL,
-                    Category.PREFIX_CACHE,
-                    "Prefix caching is turned off explicitly (--no-enable-prefix-caching)",
-                    evidence,
-                    ["Replace --no-enable-prefix-caching with --enable-prefix-caching.", fix_restart],
-                    DOCS,
-                )
-            ]
-        saw_args = inp.launch is not None or nd is not None  # a layer that shows what was passed
-        off_where = engine_values[-1].layer.replace("_", " ")
-        title = (
-            "Prefix caching is off: the flag was never passed"
-            + (" and this hybrid model has it off by default" if inp.hybrid else "")
-            if saw_args
-            else f"The engine runs with prefix caching off ({off_where}); whether the flag was passed is not "
-            "known without the launch or the startup log"
-        )
-        return [
-            Finding(
-                "CACHE-FLAG007",
-                Severity.FAIL,
-                Category.PREFIX_CACHE,
-                title,
-                evidence + [f"default: {default_txt}"],
-                [
-                    "Pass --enable-prefix-caching explicitly"
-                    + (
-                        " (hybrid models such as Kimi K3 need it: 'Pass the flag explicitly')."
-                        if inp.hybrid
-                        else "."
-                    ),
-                    fix_restart,
-                    *(
-                        []
-                        if saw_args
-                        else [
-                            "To see where it was lost, add --launch (the command, manifest or docker inspect) and "
-                            "--log (the startup log): `vllm-medic cache flag --launch ... --log ... --server URL`."
-                        ]
-                    ),
-                ],
-                DOCS,
-            )
-        ]
-    # No engine-side value: judge from the launch and the default, and ask for the engine side.
-    expected = launch_v if launch_v is not None else (nd.value if nd and nd.value is not None else default)
+    return _Seen(
+        inp=inp,
+        evidence=evidence,
+        engine_values=[
+            lv for lv in layers if lv.layer in ("engine_config", "metrics") and lv.value is not None
+        ],
+        launch_v=inp.launch.value if inp.launch else None,
+        nd=inp.log.non_default if inp.log else None,
+        default_txt=default_txt,
+        default=default,
+    )
+
+
+def _nothing_to_compare(inp: FlagInputs) -> Finding:
+    given = bool(inp.empty_inputs)
+    return Finding(
+        "CACHE-FLAG000",
+        Severity.WARN,
+        Category.PREFIX_CACHE,
+        "Nothing to compare: the inputs given hold no prefix-caching setting"
+        if given
+        else "Nothing to compare: give the launch, the engine log or the server",
+        list(inp.empty_inputs),
+        [
+            "Pass --launch (command, script, docker inspect JSON or manifest), --log (the engine log "
+            "from startup) and/or --server URL (reads vllm:cache_config_info)."
+        ],
+    )
+
+
+def _engines_disagree(seen: _Seen) -> Finding:
+    off = [lv.evidence for lv in seen.inp.metrics if lv.value is False]
+    return Finding(
+        "CACHE-FLAG005",
+        Severity.FAIL,
+        Category.PREFIX_CACHE,
+        "Engines disagree: prefix caching is off on some DP engines",
+        seen.evidence,
+        [
+            "Every DP rank / node must get the same arguments: compare the launch of the engines that report "
+            "False (" + "; ".join(off) + ") with the others.",
+            "Restart those engines with --enable-prefix-caching and re-check /metrics.",
+        ],
+        DOCS,
+    )
+
+
+def _reached_engine(seen: _Seen) -> Finding:
+    return Finding(
+        "CACHE-FLAG001",
+        Severity.PASS,
+        Category.PREFIX_CACHE,
+        f"Prefix caching reached the engine (enable_prefix_caching=True in {seen.engine_values[-1].layer.replace('_', ' ')})",
+        seen.evidence,
+    )
+
+
+# ---- the engine runs with it off: which layer lost it (first judge that answers)
+
+
+def _dropped_by_wrapper(seen: _Seen) -> Finding | None:
+    if not (seen.launch_v is True and seen.nd is not None and seen.nd.value is None):
+        return None
+    return Finding(
+        "CACHE-FLAG002",
+        Severity.FAIL,
+        Category.PREFIX_CACHE,
+        "Dropped between the launch and the engine: in the launch, absent from the engine's non-default args",
+        seen.evidence,
+        [
+            "The wrapper (entrypoint script, Helm template, operator) does not pass the arguments through: "
+            'make it exec `vllm serve ... "$@"` (quoted $@) or put the flag in the container command itself.',
+            "Check for an args/command override in the manifest that replaces the image's CMD.",
+            _FIX_RESTART,
+        ],
+        DOCS,
+    )
+
+
+def _overridden_before_engine(seen: _Seen) -> Finding | None:
+    if not (seen.launch_v is True and seen.nd is not None and seen.nd.value is False):
+        return None
+    return Finding(
+        "CACHE-FLAG003",
+        Severity.FAIL,
+        Category.PREFIX_CACHE,
+        "Overridden before the engine: the launch passes the flag, the server received --no-enable-prefix-caching",
+        seen.evidence,
+        [
+            "Something appends --no-enable-prefix-caching after your flag (a wrapper default, an operator, a "
+            "profile such as a PD decode pool); with argparse the last flag wins. Remove it.",
+            _FIX_RESTART,
+        ],
+        DOCS,
+    )
+
+
+def _overridden_inside_vllm(seen: _Seen) -> Finding | None:
+    if not (seen.launch_v is True or (seen.nd is not None and seen.nd.value is True)):
+        return None
+    return Finding(
+        "CACHE-FLAG004",
+        Severity.FAIL,
+        Category.PREFIX_CACHE,
+        "Overridden inside vLLM: the flag was received but the engine runs with enable_prefix_caching=False",
+        seen.evidence,
+        [
+            "vLLM turned it off for this model or platform: look in the log around the engine config for the "
+            "reason (attention backend or layer without prefix-caching support, RISC-V CPU, a pooling model).",
+            "For hybrid models, check the vLLM version supports prefix caching for this architecture "
+            "(Kimi K3 needs the K3-enabled build) and that chunked prefill is on (mamba 'align' mode needs it).",
+        ],
+        DOCS,
+    )
+
+
+def _turned_off_explicitly(seen: _Seen) -> Finding | None:
+    if not (seen.launch_v is False or (seen.nd is not None and seen.nd.value is False)):
+        return None
+    return Finding(
+        "CACHE-FLAG006",
+        Severity.FAIL,
+        Category.PREFIX_CACHE,
+        "Prefix caching is turned off explicitly (--no-enable-prefix-caching)",
+        seen.evidence,
+        ["Replace --no-enable-prefix-caching with --enable-prefix-caching.", _FIX_RESTART],
+        DOCS,
+    )
+
+
+_WHY_OFF_IN_ENGINE = (
+    _dropped_by_wrapper,
+    _overridden_before_engine,
+    _overridden_inside_vllm,
+    _turned_off_explicitly,
+)
+
+
+def _never_passed(seen: _Seen) -> Finding:
+    """Off in the engine and no layer shows the flag: never passed (or, without launch and log, unknown)."""
+    hybrid = seen.inp.hybrid
+    saw_args = seen.inp.launch is not None or seen.nd is not None  # a layer that shows what was passed
+    off_where = seen.engine_values[-1].layer.replace("_", " ")
+    title = (
+        "Prefix caching is off: the flag was never passed"
+        + (" and this hybrid model has it off by default" if hybrid else "")
+        if saw_args
+        else f"The engine runs with prefix caching off ({off_where}); whether the flag was passed is not "
+        "known without the launch or the startup log"
+    )
+    return Finding(
+        "CACHE-FLAG007",
+        Severity.FAIL,
+        Category.PREFIX_CACHE,
+        title,
+        seen.evidence + [f"default: {seen.default_txt}"],
+        [
+            "Pass --enable-prefix-caching explicitly"
+            + (" (hybrid models such as Kimi K3 need it: 'Pass the flag explicitly')." if hybrid else "."),
+            _FIX_RESTART,
+            *(
+                []
+                if saw_args
+                else [
+                    "To see where it was lost, add --launch (the command, manifest or docker inspect) and "
+                    "--log (the startup log): `vllm-medic cache flag --launch ... --log ... --server URL`."
+                ]
+            ),
+        ],
+        DOCS,
+    )
+
+
+def _engine_side_unknown(seen: _Seen) -> Finding:
+    """No engine-side value: judge from the launch and the default, and ask for the engine side."""
+    launch_v, nd = seen.launch_v, seen.nd
+    expected = (
+        launch_v if launch_v is not None else (nd.value if nd and nd.value is not None else seen.default)
+    )
     ask = (
         "Confirm on the engine: the `Initializing a V1 LLM engine ... with config:` log line "
         "(enable_prefix_caching=) or `vllm-medic cache flag --server URL` (vllm:cache_config_info)."
     )
     if expected is False:
-        reason = "turned off in the launch" if launch_v is False else f"not passed, and {default_txt}"
-        return [
-            Finding(
-                "CACHE-FLAG007" if launch_v is None else "CACHE-FLAG006",
-                Severity.FAIL,
-                Category.PREFIX_CACHE,
-                f"Prefix caching will be off: {reason}",
-                evidence,
-                ["Pass --enable-prefix-caching explicitly.", ask],
-                DOCS,
-            )
-        ]
-    if expected is True:
-        return [
-            Finding(
-                "CACHE-FLAG008",
-                Severity.INFO,
-                Category.PREFIX_CACHE,
-                "The launch asks for prefix caching; the engine side was not checked",
-                evidence,
-                [ask],
-            )
-        ]
-    return [
-        Finding(
-            "CACHE-FLAG008",
-            Severity.WARN,
+        reason = "turned off in the launch" if launch_v is False else f"not passed, and {seen.default_txt}"
+        return Finding(
+            "CACHE-FLAG007" if launch_v is None else "CACHE-FLAG006",
+            Severity.FAIL,
             Category.PREFIX_CACHE,
-            "Cannot tell whether prefix caching is on: the flag is not passed and the model kind is unknown",
-            evidence,
-            ["Pass --enable-prefix-caching explicitly (it is harmless on ordinary models).", ask],
+            f"Prefix caching will be off: {reason}",
+            seen.evidence,
+            ["Pass --enable-prefix-caching explicitly.", ask],
+            DOCS,
         )
-    ]
+    if expected is True:
+        return Finding(
+            "CACHE-FLAG008",
+            Severity.INFO,
+            Category.PREFIX_CACHE,
+            "The launch asks for prefix caching; the engine side was not checked",
+            seen.evidence,
+            [ask],
+        )
+    return Finding(
+        "CACHE-FLAG008",
+        Severity.WARN,
+        Category.PREFIX_CACHE,
+        "Cannot tell whether prefix caching is on: the flag is not passed and the model kind is unknown",
+        seen.evidence,
+        ["Pass --enable-prefix-caching explicitly (it is harmless on ordinary models).", ask],
+    )
 
 
 def retention_note(

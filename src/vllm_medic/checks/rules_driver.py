@@ -416,44 +416,48 @@ def driver_vs_cuda(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         ]
     ev = [drv_ev, cuda_ev]
     if floor is not None and version_lt(drv, floor.min_version):
-        ev.append(
-            f"recipe {recipe.name} needs driver {floor.branch}+ >= {floor.min_version} ({floor.source})"
-        )
-        fix = list(floor.compliant_paths) or list(r.fix)
-        if floor.paths_source:
-            ev.append(f"compliant paths: {floor.paths_source}")
-        return [
-            r.finding(
-                "fail",
-                f"Driver {drv} is below the recipe's floor {floor.min_version} ({floor.branch})",
-                ev,
-                fix,
-            )
-        ]
+        return [_below_recipe_floor(recipe, r, drv, ev)]
     if floor is not None:
         ev.append(f"recipe {recipe.name} floor {floor.min_version} ({floor.branch}): met")
     if cuda is None or assumed:
-        title = (
-            f"Driver {drv} meets the recipe floor {floor.min_version}; the image's CUDA not checked"
-            if floor
-            else "Driver vs image CUDA not checked: the image's CUDA is unknown"
-        )
-        if cuda is not None:
-            title += f" (the recipe image would need CUDA {cuda})"
-        return [
-            r.not_checked(
-                title,
-                ev,
-                ["Bundle `docker image inspect IMAGE` (or pass --image to collect) for the image in use."],
-            )
-        ]
+        return [_image_cuda_unknown(recipe, r, drv, cuda, ev)]
+    return [_driver_for_image_cuda(facts, r, drv, cuda, ev)]
+
+
+def _below_recipe_floor(recipe: Recipe, r: Rule, drv: str, ev: list[str]) -> Finding:
+    floor = recipe.driver
+    assert floor is not None
+    ev.append(f"recipe {recipe.name} needs driver {floor.branch}+ >= {floor.min_version} ({floor.source})")
+    fix = list(floor.compliant_paths) or list(r.fix)
+    if floor.paths_source:
+        ev.append(f"compliant paths: {floor.paths_source}")
+    return r.finding(
+        "fail", f"Driver {drv} is below the recipe's floor {floor.min_version} ({floor.branch})", ev, fix
+    )
+
+
+def _image_cuda_unknown(recipe: Recipe, r: Rule, drv: str, cuda: str | None, ev: list[str]) -> Finding:
+    """The floor (if any) is met, but the image's CUDA is unknown or only the recipe's assumption."""
+    floor = recipe.driver
+    title = (
+        f"Driver {drv} meets the recipe floor {floor.min_version}; the image's CUDA not checked"
+        if floor
+        else "Driver vs image CUDA not checked: the image's CUDA is unknown"
+    )
+    if cuda is not None:
+        title += f" (the recipe image would need CUDA {cuda})"
+    return r.not_checked(
+        title, ev, ["Bundle `docker image inspect IMAGE` (or pass --image to collect) for the image in use."]
+    )
+
+
+def _driver_for_image_cuda(facts: Facts, r: Rule, drv: str, cuda: str, ev: list[str]) -> Finding:
+    """The driver against NVIDIA's table for the image's CUDA: native, minor-version compatible, or too old."""
     native, fam = native_requirement(cuda), family_floor(cuda)
     if native is None and fam is None:
-        return [
-            r.not_checked(
-                f"Driver vs CUDA {cuda} not checked: CUDA {cuda} is not in the shipped driver table", ev
-            )
-        ]
+        return r.not_checked(
+            f"Driver vs CUDA {cuda} not checked: CUDA {cuda} is not in the shipped driver table", ev
+        )
     need = native or fam
     assert need is not None
     ev.append(f"CUDA {need.cuda} needs driver >= {need.min_driver} ({need.release}; {need.source})")
@@ -466,18 +470,16 @@ def driver_vs_cuda(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     ]
     if fam is not None and version_lt(drv, fam.min_driver):
         ev.append(f"below even the CUDA {fam.cuda} minor-version-compatibility floor {fam.min_driver}")
-        return [r.finding("fail", f"Driver {drv} is too old for the image's CUDA {cuda}", ev, generic_fix)]
+        return r.finding("fail", f"Driver {drv} is too old for the image's CUDA {cuda}", ev, generic_fix)
     if native is not None and version_lt(drv, native.min_driver):
         ev.append(f"{fam.cuda if fam else ''} minor-version compatibility: {minor_compat_limitation()}")
-        return [
-            r.finding(
-                "warn",
-                f"Driver {drv} runs CUDA {cuda} only under minor-version compatibility",
-                ev,
-                generic_fix[:1] + ["Or accept the limitations after a smoke test of the exact image."],
-            )
-        ]
-    return [r.finding("pass", f"Driver {drv} supports CUDA {cuda}", ev)]
+        return r.finding(
+            "warn",
+            f"Driver {drv} runs CUDA {cuda} only under minor-version compatibility",
+            ev,
+            generic_fix[:1] + ["Or accept the limitations after a smoke test of the exact image."],
+        )
+    return r.finding("pass", f"Driver {drv} supports CUDA {cuda}", ev)
 
 
 def _toolkit_version(facts: Facts) -> tuple[str | None, str]:

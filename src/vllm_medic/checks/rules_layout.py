@@ -382,78 +382,16 @@ def container_sees_fewer(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
     if missing is not None:
         return [missing(r, ev)]
     if isinstance(host_count, int) and isinstance(container_count, int) and container_count < host_count:
-        src = snap.extra.get("container_gpu_count_source") or "in-image probe"
-        ev += [
-            f"host: {host_count} GPUs",
-            f"{src}: `docker run --gpus all IMAGE nvidia-smi` sees {container_count} (also HLT-IMG003)",
-        ]
-        return [
-            r.finding(
-                "warn",
-                f"A container of the image sees {container_count} of the host's {host_count} GPUs even with "
-                "--gpus all",
-                ev,
-                [
-                    "Compare `nvidia-smi -L` on the host with the container's; a GPU missing in the container "
-                    "only points at the NVIDIA Container Toolkit / CDI spec (`nvidia-ctk cdi list`) or an "
-                    "NVIDIA_VISIBLE_DEVICES baked into the image (`docker image inspect IMAGE`).",
-                    *r.fix,
-                ],
-            )
-        ]
+        return [_image_container_sees_fewer(facts, r, ev, host_count, container_count)]
     if isinstance(host_count, int) and host_count > seen:
         ev.append(f"host has {host_count} GPUs")
         return [r.finding("warn", f"This container sees {seen} of the host's {host_count} GPUs", ev)]
-    visible, vis_ev = _visible_count(facts, seen)
-    nvd, nvd_ev = _nvidia_visible_devices(facts)
-    if nvd is not None:
-        n = len([x for x in nvd.split(",") if x.strip()])
-        if n < visible:
-            visible = n
-            vis_ev.append(nvd_ev)
-    if visible < seen:
-        ev += vis_ev
-        need, need_ev = _per_node_need(facts)
-        if need is not None and need <= visible:
-            return [
-                r.finding(
-                    "info",
-                    f"The server is limited to {visible} of {seen} GPUs, which its layout ({need_ev}) fits: "
-                    "a deliberate partition?",
-                    ev,
-                    [
-                        "If other servers are meant to use the remaining GPUs, nothing to do; otherwise widen the "
-                        "device list."
-                    ],
-                )
-            ]
-        if need is not None:
-            ev.append(f"the launch needs {need} GPUs per node ({need_ev})")
-        return [r.finding("warn", f"The server will see {visible} of {seen} GPUs", ev)]
-    if inside:
-        lower = _host_lower_bound(facts)
-        if lower is not None and lower[0] > seen:
-            return [
-                r.finding(
-                    "warn",
-                    f"This container sees {seen} GPUs; the host has at least {lower[0]}",
-                    ev + [lower[1]],
-                    [
-                        "If the server should use more GPUs, give the container more (`--gpus all`, a larger "
-                        "`nvidia.com/gpu` limit); a partition by design needs nothing."
-                    ],
-                )
-            ]
-        if host_count is None:
-            return [
-                r.not_checked(
-                    f"Inside a container that sees {seen} GPUs: the host's GPU count is unknown",
-                    ev,
-                    [
-                        "Run `nvidia-smi -L` on the host (or `vllm-medic collect --image IMAGE` there) to compare."
-                    ],
-                )
-            ]
+    narrower = _device_list_narrower(facts, r, ev, seen)
+    if narrower is not None:
+        return [narrower]
+    above = _host_count_above(facts, r, ev, seen, host_count)
+    if above is not None:
+        return [above]
     if isinstance(host_count, int) and isinstance(container_count, int):
         ev.append(
             f"{snap.extra.get('container_gpu_count_source') or 'in-image probe'}: a container sees "
@@ -463,6 +401,80 @@ def container_sees_fewer(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
     if board is not None and board.gpus == seen:
         ev.append(f"{board.board}: {board.gpus} GPUs per board ({board.source})")
     return [r.finding("pass", f"The server sees all {seen} GPUs nvidia-smi lists", ev)]
+
+
+def _image_container_sees_fewer(
+    facts: Facts, r: Rule, ev: list[str], host_count: int, container_count: int
+) -> Finding:
+    """The in-image probe's `docker run --gpus all` saw fewer GPUs than the host lists."""
+    src = facts.snapshot.extra.get("container_gpu_count_source") or "in-image probe"
+    ev += [
+        f"host: {host_count} GPUs",
+        f"{src}: `docker run --gpus all IMAGE nvidia-smi` sees {container_count} (also HLT-IMG003)",
+    ]
+    return r.finding(
+        "warn",
+        f"A container of the image sees {container_count} of the host's {host_count} GPUs even with --gpus all",
+        ev,
+        [
+            "Compare `nvidia-smi -L` on the host with the container's; a GPU missing in the container "
+            "only points at the NVIDIA Container Toolkit / CDI spec (`nvidia-ctk cdi list`) or an "
+            "NVIDIA_VISIBLE_DEVICES baked into the image (`docker image inspect IMAGE`).",
+            *r.fix,
+        ],
+    )
+
+
+def _device_list_narrower(facts: Facts, r: Rule, ev: list[str], seen: int) -> Finding | None:
+    """CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES hide some of the listed GPUs from the server."""
+    visible, vis_ev = _visible_count(facts, seen)
+    nvd, nvd_ev = _nvidia_visible_devices(facts)
+    if nvd is not None:
+        n = len([x for x in nvd.split(",") if x.strip()])
+        if n < visible:
+            visible = n
+            vis_ev.append(nvd_ev)
+    if visible >= seen:
+        return None
+    ev += vis_ev
+    need, need_ev = _per_node_need(facts)
+    if need is not None and need <= visible:
+        return r.finding(
+            "info",
+            f"The server is limited to {visible} of {seen} GPUs, which its layout ({need_ev}) fits: "
+            "a deliberate partition?",
+            ev,
+            [
+                "If other servers are meant to use the remaining GPUs, nothing to do; otherwise widen the device list."
+            ],
+        )
+    if need is not None:
+        ev.append(f"the launch needs {need} GPUs per node ({need_ev})")
+    return r.finding("warn", f"The server will see {visible} of {seen} GPUs", ev)
+
+
+def _host_count_above(facts: Facts, r: Rule, ev: list[str], seen: int, host_count: object) -> Finding | None:
+    """Inside a container: does the host hold more GPUs than it sees (or is the host's count unknown)?"""
+    if not facts.snapshot.container.in_container:
+        return None
+    lower = _host_lower_bound(facts)
+    if lower is not None and lower[0] > seen:
+        return r.finding(
+            "warn",
+            f"This container sees {seen} GPUs; the host has at least {lower[0]}",
+            ev + [lower[1]],
+            [
+                "If the server should use more GPUs, give the container more (`--gpus all`, a larger "
+                "`nvidia.com/gpu` limit); a partition by design needs nothing."
+            ],
+        )
+    if host_count is None:
+        return r.not_checked(
+            f"Inside a container that sees {seen} GPUs: the host's GPU count is unknown",
+            ev,
+            ["Run `nvidia-smi -L` on the host (or `vllm-medic collect --image IMAGE` there) to compare."],
+        )
+    return None
 
 
 def _missing_from_board(facts: Facts, seen: int, host_count: object):  # noqa: ANN202

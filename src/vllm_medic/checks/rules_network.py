@@ -299,27 +299,7 @@ def dmabuf_needs_peermem(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
     mods, unread = _modules(facts, fb["requires_module"])
     peer = [m for m in (fb["requires_module"], *needs.peermem_modules) if m in mods]
     if val == fb["value"]:
-        ev = [where, f"source: {fb['source']}"]
-        if peer:
-            return [
-                r.finding(
-                    "pass", f"{peer[0]} loaded for {fb['env']}={val}", ev + [_module_line(facts, peer[0])]
-                )
-            ]
-        if unread is not None:
-            return [
-                r.not_checked(
-                    f"{fb['env']}={val}: whether {fb['requires_module']} is loaded was not checked",
-                    ev + [unread],
-                )
-            ]
-        return [
-            r.finding(
-                "fail",
-                f"{fb['env']}={val} without {fb['requires_module']} loaded",
-                ev + [_absence_line(facts, fb["requires_module"], len(mods))],
-            )
-        ]
+        return [_dmabuf_off_needs_peermem(facts, r, fb, val, where, peer, mods, unread)]
     env_known = facts.launch_known or facts.captured("env") or bool(facts.snapshot.env)
     dmabuf_ev = where if env_known else f"{fb['env']}: {facts.unread('launch') or 'launch not known'}"
     if peer:
@@ -330,37 +310,67 @@ def dmabuf_needs_peermem(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
                 [_module_line(facts, peer[0]), dmabuf_ev],
             )
         ]
-    rdma_mods = sorted(m for m in mods if m in ("mlx5_ib", "ib_core", "mlx5_core"))
     devs = facts.rdma_devices()
     if not devs and "mlx5_ib" not in mods:
-        absence = "; ".join(w for w in (unread, facts.rdma_absence_unproven()) if w)
-        if absence:
-            return [
-                r.not_checked(
-                    "GPUDirect RDMA path not checked: whether this host has RDMA is unknown", [absence]
-                )
-            ]
-        return [
-            r.not_applicable(
-                "No RDMA device and no mlx5_ib: GPUDirect RDMA not in play here",
-                [
-                    f"{facts._file_of('lsmod')}: {len(mods)} modules, no mlx5_ib",
-                    "ibdev2netdev/topology list no RDMA device",
-                ],
-            )
-        ]
+        return [_no_rdma_here(facts, r, mods, unread)]
     ev = [
         (_module_line(facts, "mlx5_ib") if "mlx5_ib" in mods else facts.rdma_devices_where(devs)),
         dmabuf_ev,
     ]
     if unread is not None:
-        return [
-            r.not_checked(
-                "RDMA host: whether nvidia_peermem is loaded was not checked",
-                ev + [unread],
-            )
-        ]
+        return [r.not_checked("RDMA host: whether nvidia_peermem is loaded was not checked", ev + [unread])]
+    return [_rdma_host_without_peermem(facts, r, needs, mods, ev)]
+
+
+def _dmabuf_off_needs_peermem(
+    facts: Facts,
+    r: Rule,
+    fb: dict[str, str],
+    val: str,
+    where: str,
+    peer: list[str],
+    mods: set[str],
+    unread: str | None,
+) -> Finding:
+    """NCCL_DMABUF_ENABLE=0 sends GPUDirect RDMA through nvidia_peermem: is it loaded?"""
+    ev = [where, f"source: {fb['source']}"]
+    if peer:
+        return r.finding(
+            "pass", f"{peer[0]} loaded for {fb['env']}={val}", ev + [_module_line(facts, peer[0])]
+        )
+    if unread is not None:
+        return r.not_checked(
+            f"{fb['env']}={val}: whether {fb['requires_module']} is loaded was not checked", ev + [unread]
+        )
+    return r.finding(
+        "fail",
+        f"{fb['env']}={val} without {fb['requires_module']} loaded",
+        ev + [_absence_line(facts, fb["requires_module"], len(mods))],
+    )
+
+
+def _no_rdma_here(facts: Facts, r: Rule, mods: set[str], unread: str | None) -> Finding:
+    """No RDMA device and no mlx5_ib: not applicable, unless the absence itself is unproven."""
+    absence = "; ".join(w for w in (unread, facts.rdma_absence_unproven()) if w)
+    if absence:
+        return r.not_checked(
+            "GPUDirect RDMA path not checked: whether this host has RDMA is unknown", [absence]
+        )
+    return r.not_applicable(
+        "No RDMA device and no mlx5_ib: GPUDirect RDMA not in play here",
+        [
+            f"{facts._file_of('lsmod')}: {len(mods)} modules, no mlx5_ib",
+            "ibdev2netdev/topology list no RDMA device",
+        ],
+    )
+
+
+def _rdma_host_without_peermem(
+    facts: Facts, r: Rule, needs: DmabufNeeds, mods: set[str], ev: list[str]
+) -> Finding:
+    """An RDMA host with no nvidia_peermem: GPUDirect RDMA rests on dma-buf, if the kernel allows it."""
     ev.append(f"{facts._file_of('lsmod')}: no {' / '.join(needs.peermem_modules)} among {len(mods)} modules")
+    rdma_mods = sorted(m for m in mods if m in ("mlx5_ib", "ib_core", "mlx5_core"))
     if rdma_mods:
         ev.append(f"RDMA modules loaded: {', '.join(rdma_mods)}")
     ok, kernel_ev = _kernel_facts(facts, needs)
@@ -369,43 +379,37 @@ def dmabuf_needs_peermem(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
     ]
     multi, multi_ev = _multi_node(facts)
     if ok is False:
-        return [
-            r.finding(
-                "fail" if multi else "warn",
-                "No GPUDirect RDMA path: nvidia_peermem is not loaded and this host cannot use dma-buf",
-                ev + [multi_ev],
-                [
-                    "Load the module on every node: `sudo modprobe nvidia_peermem` (persist it in "
-                    "/etc/modules-load.d/), then set NCCL_DMABUF_ENABLE=0 so NCCL uses it.",
-                    f"Or give dma-buf what it needs: kernel >= {needs.min_kernel} and the open kernel modules "
-                    "(DRV007), then re-run.",
-                ],
-            )
-        ]
-    if ok is None:
-        return [
-            r.finding(
-                "warn",
-                "RDMA host without nvidia_peermem: GPUDirect RDMA depends on dma-buf, whose needs were not captured",
-                ev,
-                [
-                    "Capture `uname -r` and `cat /proc/driver/nvidia/version`: dma-buf needs kernel >= "
-                    f"{needs.min_kernel} and the open GPU kernel modules.",
-                    "Or load `nvidia_peermem` on every node (`sudo modprobe nvidia_peermem`).",
-                ],
-            )
-        ]
-    return [
-        r.finding(
-            "info",
-            "GPUDirect RDMA relies on dma-buf (nvidia_peermem not loaded): kernel and kernel modules allow it",
-            ev,
+        return r.finding(
+            "fail" if multi else "warn",
+            "No GPUDirect RDMA path: nvidia_peermem is not loaded and this host cannot use dma-buf",
+            ev + [multi_ev],
             [
-                "If NCCL logs `ibv_reg_dmabuf_mr` / `mlx5dv_reg_dmabuf_mr` errno 524, the NIC driver lacks dma-buf: "
-                "load nvidia_peermem (`sudo modprobe nvidia_peermem`) and set NCCL_DMABUF_ENABLE=0."
+                "Load the module on every node: `sudo modprobe nvidia_peermem` (persist it in "
+                "/etc/modules-load.d/), then set NCCL_DMABUF_ENABLE=0 so NCCL uses it.",
+                f"Or give dma-buf what it needs: kernel >= {needs.min_kernel} and the open kernel modules "
+                "(DRV007), then re-run.",
             ],
         )
-    ]
+    if ok is None:
+        return r.finding(
+            "warn",
+            "RDMA host without nvidia_peermem: GPUDirect RDMA depends on dma-buf, whose needs were not captured",
+            ev,
+            [
+                "Capture `uname -r` and `cat /proc/driver/nvidia/version`: dma-buf needs kernel >= "
+                f"{needs.min_kernel} and the open GPU kernel modules.",
+                "Or load `nvidia_peermem` on every node (`sudo modprobe nvidia_peermem`).",
+            ],
+        )
+    return r.finding(
+        "info",
+        "GPUDirect RDMA relies on dma-buf (nvidia_peermem not loaded): kernel and kernel modules allow it",
+        ev,
+        [
+            "If NCCL logs `ibv_reg_dmabuf_mr` / `mlx5dv_reg_dmabuf_mr` errno 524, the NIC driver lacks dma-buf: "
+            "load nvidia_peermem (`sudo modprobe nvidia_peermem`) and set NCCL_DMABUF_ENABLE=0."
+        ],
+    )
 
 
 @rule(

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from vllm_medic.checks.facts import Facts
-from vllm_medic.checks.launch_topology import choose_strategy
+from vllm_medic.checks.launch_topology import StrategyChoice, choose_strategy
 from vllm_medic.checks.registry import Rule, rule
 from vllm_medic.model import Finding
 from vllm_medic.recipes.model import Recipe
@@ -179,23 +179,10 @@ def max_model_len_budget(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
                 ["Pass --launch (the serve command) to compare it."],
             )
         ]
-    from vllm_medic.checks.launch_topology import _last
-
     hw, family = facts.hardware(), facts.family()
     choice = choose_strategy(facts, recipe)
     topo = choice.topology
-    launch_len = _last(facts.arg("max_model_len"))
-    model_len, model_src = _model_context(facts, recipe)
-    if launch_len is not None:
-        try:
-            effective, src = (
-                int(launch_len),
-                f"{facts.launch_where('--max-model-len')}: --max-model-len {launch_len}",
-            )
-        except (TypeError, ValueError):
-            effective, src = None, f"--max-model-len {launch_len!r} is not a number"
-    else:
-        effective, src = model_len, f"--max-model-len not set: {model_src}"
+    effective, src = _effective_max_model_len(facts, recipe)
     ev = [src, choice.evidence(), f"hardware {hw or '?'} ({family or '?'})"]
     if effective is None:
         return [
@@ -206,15 +193,7 @@ def max_model_len_budget(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
                 ["Pass --model (config.json) or set --max-model-len in the launch."],
             )
         ]
-    prof_len, prof_setting = None, None
-    if recipe.official is not None and hw:
-        prof = resolve_profile(recipe.official, choice.name, hw, family, topo.pd_role if topo else None)
-        prof_setting = prof.args.get("max_model_len")
-        if prof_setting is not None:
-            try:
-                prof_len = int(_last(prof_setting.value))
-            except (TypeError, ValueError):
-                prof_len = None
+    prof_len, prof_setting = _profile_max_model_len(recipe, choice, hw, family)
     if prof_setting is not None and prof_len is not None:
         ev.append(
             f"recipe profile for {family or hw}: --max-model-len {prof_len} ({prof_setting.provenance()})"
@@ -222,29 +201,7 @@ def max_model_len_budget(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
     computed = _kv_limit(facts, recipe, hw, topo, effective, prof_setting) if hw and topo else None
     if computed is not None:
         fits, limit, kv_ev = computed
-        ev += kv_ev
-        if fits:
-            return [
-                r.finding("pass", f"One {effective:,}-token request fits the KV cache ({limit:,} tokens)", ev)
-            ]
-        want = prof_len if prof_len is not None and prof_len <= limit else limit
-        return [
-            r.finding(
-                "fail",
-                f"--max-model-len {effective:,} does not fit the KV cache on {hw}: at most {limit:,} tokens",
-                ev,
-                [
-                    f"Pass --max-model-len {want}"
-                    + (
-                        " (the recipe's profile for this hardware)"
-                        if want == prof_len
-                        else " (what this KV cache holds)"
-                    )
-                    + ".",
-                    "Or use --kv-cache-dtype fp8, or more GPUs (`vllm-medic plan` searches the layouts that fit).",
-                ],
-            )
-        ]
+        return [_against_kv_cache(r, ev + kv_ev, effective, fits, limit, prof_len, hw)]
     ev.append("KV bytes per token not computed: no config.json (pass --model MODEL_DIR)")
     if prof_len is None:
         return [
@@ -258,28 +215,95 @@ def max_model_len_budget(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
                 ],
             )
         ]
-    if effective > prof_len:
-        return [
-            r.finding(
-                "fail",
-                f"--max-model-len {effective:,} exceeds the {prof_len:,} the recipe's {family or hw} profile "
-                "sets for this hardware's KV budget",
-                ev,
-                [
-                    f"Pass --max-model-len {prof_len} (the recipe's {family or hw} profile: {prof_setting.layer}).",
-                    "To go longer, compute the limit: `vllm-medic plan --config MODEL_DIR --gpu "
-                    f"{(hw or 'GPU').upper()} --tp {topo.tp if topo else 1} --pp {topo.pp if topo else 1}"
-                    f"{f' --dp {topo.dp}' if topo and topo.dp > 1 else ''} --max-model-len {effective}`.",
-                ],
+    return [_against_profile(r, ev, effective, prof_len, prof_setting, hw, family, topo)]
+
+
+def _effective_max_model_len(facts: Facts, recipe: Recipe) -> tuple[int | None, str]:
+    """The launch's --max-model-len, else the model's context length vLLM takes without it."""
+    from vllm_medic.checks.launch_topology import _last
+
+    launch_len = _last(facts.arg("max_model_len"))
+    if launch_len is None:
+        model_len, model_src = _model_context(facts, recipe)
+        return model_len, f"--max-model-len not set: {model_src}"
+    try:
+        return int(launch_len), f"{facts.launch_where('--max-model-len')}: --max-model-len {launch_len}"
+    except (TypeError, ValueError):
+        return None, f"--max-model-len {launch_len!r} is not a number"
+
+
+def _profile_max_model_len(
+    recipe: Recipe, choice: StrategyChoice, hw: str | None, family: str | None
+) -> tuple[int | None, Any]:
+    """(the --max-model-len the recipe's profile for this hardware sets, its setting), when it sets one."""
+    from vllm_medic.checks.launch_topology import _last
+
+    if recipe.official is None or not hw:
+        return None, None
+    topo = choice.topology
+    prof = resolve_profile(recipe.official, choice.name, hw, family, topo.pd_role if topo else None)
+    setting = prof.args.get("max_model_len")
+    if setting is None:
+        return None, None
+    try:
+        return int(_last(setting.value)), setting
+    except (TypeError, ValueError):
+        return None, setting
+
+
+def _against_kv_cache(
+    r: Rule, ev: list[str], effective: int, fits: bool, limit: int, prof_len: int | None, hw: str | None
+) -> Finding:
+    """The plan's arithmetic (config.json given): does one request of this length fit the KV cache?"""
+    if fits:
+        return r.finding("pass", f"One {effective:,}-token request fits the KV cache ({limit:,} tokens)", ev)
+    want = prof_len if prof_len is not None and prof_len <= limit else limit
+    return r.finding(
+        "fail",
+        f"--max-model-len {effective:,} does not fit the KV cache on {hw}: at most {limit:,} tokens",
+        ev,
+        [
+            f"Pass --max-model-len {want}"
+            + (
+                " (the recipe's profile for this hardware)"
+                if want == prof_len
+                else " (what this KV cache holds)"
             )
-        ]
-    return [
-        r.finding(
-            "pass",
-            f"--max-model-len {effective:,} is within the {prof_len:,} of the recipe's {family or hw} profile",
+            + ".",
+            "Or use --kv-cache-dtype fp8, or more GPUs (`vllm-medic plan` searches the layouts that fit).",
+        ],
+    )
+
+
+def _against_profile(
+    r: Rule,
+    ev: list[str],
+    effective: int,
+    prof_len: int,
+    prof_setting: Any,
+    hw: str | None,
+    family: str | None,
+    topo: Any,
+) -> Finding:
+    """No config.json: the recipe's hardware profile is the budget."""
+    if effective > prof_len:
+        return r.finding(
+            "fail",
+            f"--max-model-len {effective:,} exceeds the {prof_len:,} the recipe's {family or hw} profile "
+            "sets for this hardware's KV budget",
             ev,
+            [
+                f"Pass --max-model-len {prof_len} (the recipe's {family or hw} profile: {prof_setting.layer}).",
+                "To go longer, compute the limit: `vllm-medic plan --config MODEL_DIR --gpu "
+                f"{(hw or 'GPU').upper()} --tp {topo.tp if topo else 1} --pp {topo.pp if topo else 1}"
+                f"{f' --dp {topo.dp}' if topo and topo.dp > 1 else ''} --max-model-len {effective}`.",
+            ],
         )
-    ]
+    return r.finding(
+        "pass",
+        f"--max-model-len {effective:,} is within the {prof_len:,} of the recipe's {family or hw} profile",
+        ev,
+    )
 
 
 def _kv_limit(facts, recipe, hw, topo, effective, prof_setting):  # noqa: ANN001, ANN202

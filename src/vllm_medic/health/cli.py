@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from vllm_medic.cli_common import JsonOpt, JunitOpt, StrictOpt, VerboseOpt, console, emit_findings, stderr
 from vllm_medic.errors import UsageError
+
+if TYPE_CHECKING:
+    from vllm_medic.snapshot import Snapshot
 
 
 def register(app: typer.Typer) -> None:
@@ -55,49 +58,16 @@ def health_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """GPU faults (Xid), NVLink fabric, container limits and the image's insides: what takes clusters down."""
-    import math
-
-    from vllm_medic.errors import UsageError
-
-    for flag, value in (("--timeout", timeout), ("--image-timeout", image_timeout)):
-        if not (math.isfinite(value) and value > 0):
-            raise UsageError(f"{flag} must be a positive number of seconds, got {value:g}")
     from vllm_medic.health import probe
     from vllm_medic.health.rules import run_health_rules
     from vllm_medic.snapshot import Snapshot
 
-    snap = Snapshot()
-    raw: dict[str, str] = {}
+    _check_timeouts(timeout, image_timeout)
+    snap, raw = Snapshot(), {}
     if from_dir is not None:
-        if not from_dir.exists():
-            raise UsageError(f"--from {from_dir}: no such directory or bundle")
-        try:
-            files = probe.read_dir(from_dir)
-        except (OSError, EOFError) as exc:
-            raise UsageError(f"--from {from_dir}: cannot read ({exc})") from exc
-        snap_text = files.pop("snapshot.json", None)
-        if not files:
-            raise UsageError(
-                f"--from {from_dir}: none of the expected files ({', '.join(probe.CANONICAL_FILES[:6])}, …)"
-            )
-        if snap_text is not None:
-            try:
-                snap = Snapshot.from_dict(json.loads(snap_text))
-            except (json.JSONDecodeError, AttributeError, TypeError) as exc:
-                raise UsageError(f"{from_dir}: snapshot.json is not valid JSON ({exc})") from exc
-        health = probe.from_files(files)
+        snap, health = _read_captured(from_dir, snap)
     else:
-        try:
-            health, raw = probe.collect_live(
-                image=image, timeout=timeout, image_timeout=image_timeout, raw=raw
-            )
-        except KeyboardInterrupt:
-            if save is not None and raw:
-                probe.write_raw(raw, save)
-                stderr.print(
-                    f"interrupted: {len(raw)} output(s) measured so far saved under {save}", highlight=False
-                )
-            raise
+        health, raw = _probe_here(image, timeout, image_timeout, save)
     if tp is not None:
         snap.launch.args["tensor_parallel_size"] = tp
     if pp is not None:
@@ -122,6 +92,56 @@ def health_cmd(
     raise typer.Exit(int(code))
 
 
+def _check_timeouts(timeout: float, image_timeout: float) -> None:
+    import math
+
+    for flag, value in (("--timeout", timeout), ("--image-timeout", image_timeout)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number of seconds, got {value:g}")
+
+
+def _read_captured(from_dir: Path, snap: Snapshot) -> tuple[Snapshot, dict[str, Any]]:
+    """(the bundle's snapshot.json, else ``snap``; the health facts) from the outputs captured in DIR."""
+    from vllm_medic.health import probe
+    from vllm_medic.snapshot import Snapshot
+
+    if not from_dir.exists():
+        raise UsageError(f"--from {from_dir}: no such directory or bundle")
+    try:
+        files = probe.read_dir(from_dir)
+    except (OSError, EOFError) as exc:
+        raise UsageError(f"--from {from_dir}: cannot read ({exc})") from exc
+    snap_text = files.pop("snapshot.json", None)
+    if not files:
+        raise UsageError(
+            f"--from {from_dir}: none of the expected files ({', '.join(probe.CANONICAL_FILES[:6])}, …)"
+        )
+    if snap_text is not None:
+        try:
+            snap = Snapshot.from_dict(json.loads(snap_text))
+        except (json.JSONDecodeError, AttributeError, TypeError) as exc:
+            raise UsageError(f"{from_dir}: snapshot.json is not valid JSON ({exc})") from exc
+    return snap, probe.from_files(files)
+
+
+def _probe_here(
+    image: str | None, timeout: float, image_timeout: float, save: Path | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Probe this machine (and IMAGE); on Ctrl-C what was measured so far is still saved under --save."""
+    from vllm_medic.health import probe
+
+    raw: dict[str, str] = {}
+    try:
+        return probe.collect_live(image=image, timeout=timeout, image_timeout=image_timeout, raw=raw)
+    except KeyboardInterrupt:
+        if save is not None and raw:
+            probe.write_raw(raw, save)
+            stderr.print(
+                f"interrupted: {len(raw)} output(s) measured so far saved under {save}", highlight=False
+            )
+        raise
+
+
 def nccl_path_cmd(
     logs: Annotated[
         list[Path],
@@ -142,58 +162,15 @@ def nccl_path_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """The real NCCL path per rank: version, network, transports, interfaces, GPU Direct RDMA."""
-    from rich.table import Table
+    from vllm_medic.health.nccl_path import nccl_findings, parse_nccl_logs, table_rows
 
-    from vllm_medic.health.nccl_path import nccl_findings, parse_nccl_logs, read_logs, table_rows
-
-    sources: list[tuple[str, str]] = []
-    paths = []
-    for p in logs:
-        if str(p) == "-":
-            sources.append(("<stdin>", sys.stdin.read()))
-        elif not p.exists():
-            raise UsageError(f"{p}: no such file or directory")
-        else:
-            paths.append(p)
-    try:
-        sources.extend(read_logs(paths))
-    except OSError as exc:
-        raise UsageError(f"cannot read logs: {exc}") from exc
-    rdma_hint: list[str] = []
-    if from_bundle is not None:
-        from vllm_medic.collect.api import load_captured
-
-        snap = load_captured(from_bundle).snapshot  # UsageError (exit 2) when it is not a bundle
-        rdma_hint = [
-            f"{p.ib_dev}:{p.port or 1}" + (f" ({p.netdev}, {p.state})" if p.netdev else "")
-            for p in snap.rdma
-            if (p.state or "Up").lower() == "up"
-        ]
+    sources = _read_log_sources(logs)
+    rdma_hint = _rdma_ports_up(from_bundle) if from_bundle is not None else []
     parsed = parse_nccl_logs(sources)
     findings = nccl_findings(parsed, rdma_hint)
     rows = table_rows(parsed["ranks"])
     if not as_json and rows:
-        t = Table(title="NCCL communication path per rank", show_lines=False)
-        for col in ("rank", "host", "pid", "dev", "nccl", "network", "transports", "interfaces", "gdr"):
-            t.add_column(col, overflow="fold")
-        for r in rows:
-            t.add_row(
-                *(
-                    r[c]
-                    for c in (
-                        "rank",
-                        "host",
-                        "pid",
-                        "dev",
-                        "nccl",
-                        "network",
-                        "transports",
-                        "interfaces",
-                        "gdr",
-                    )
-                )
-            )
-        console().print(t)
+        _print_rank_table(rows)
     code = emit_findings(
         findings,
         as_json=as_json,
@@ -210,3 +187,49 @@ def nccl_path_cmd(
         verbose=verbose,
     )
     raise typer.Exit(int(code))
+
+
+def _read_log_sources(logs: list[Path]) -> list[tuple[str, str]]:
+    """(name, text) of each log; '-' reads stdin; a missing path is a usage error."""
+    from vllm_medic.health.nccl_path import read_logs
+
+    sources: list[tuple[str, str]] = []
+    paths = []
+    for p in logs:
+        if str(p) == "-":
+            sources.append(("<stdin>", sys.stdin.read()))
+        elif not p.exists():
+            raise UsageError(f"{p}: no such file or directory")
+        else:
+            paths.append(p)
+    try:
+        sources.extend(read_logs(paths))
+    except OSError as exc:
+        raise UsageError(f"cannot read logs: {exc}") from exc
+    return sources
+
+
+def _rdma_ports_up(bundle: Path) -> list[str]:
+    """The bundle's RDMA ports that are up (ibdev2netdev): NCCL on sockets beside them is a failure."""
+    from vllm_medic.collect.api import load_captured
+
+    snap = load_captured(bundle).snapshot  # UsageError (exit 2) when it is not a bundle
+    return [
+        f"{p.ib_dev}:{p.port or 1}" + (f" ({p.netdev}, {p.state})" if p.netdev else "")
+        for p in snap.rdma
+        if (p.state or "Up").lower() == "up"
+    ]
+
+
+_RANK_COLUMNS = ("rank", "host", "pid", "dev", "nccl", "network", "transports", "interfaces", "gdr")
+
+
+def _print_rank_table(rows: list[dict[str, str]]) -> None:
+    from rich.table import Table
+
+    t = Table(title="NCCL communication path per rank", show_lines=False)
+    for col in _RANK_COLUMNS:
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(*(r[c] for c in _RANK_COLUMNS))
+    console().print(t)

@@ -284,7 +284,6 @@ DOCS_NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/t
 def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) -> list[Finding]:
     """Judge the per-rank table. ``rdma_hint``: RDMA devices known from the host snapshot (ibdev2netdev...)."""
     rows: list[RankRow] = parsed["ranks"]
-    findings: list[Finding] = []
     if not rows:
         return [
             Finding(
@@ -299,13 +298,30 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
                 [DOCS_NCCL_ENV],
             )
         ]
-    # 1. one NCCL version everywhere
+    versions = _versions_seen(parsed, rows)
+    findings = [
+        *_versions_differ(versions),
+        *_sockets_between_nodes(rows, rdma_hint),
+        *_rdma_without_gdr(rows),
+        *_wrong_interface(rows),
+    ]
+    return findings or [_nothing_wrong(rows, versions)]
+
+
+def _versions_seen(parsed: dict[str, Any], rows: list[RankRow]) -> dict[str, list[str]]:
+    """``{NCCL version: ranks (or log places) that printed it}``."""
     versions: dict[str, list[str]] = {}
     for r in rows:
         if r.nccl_version:
             versions.setdefault(r.nccl_version, []).append(r.key)
     for v in parsed.get("unattributed_versions", []):
         versions.setdefault(v["version"], []).append(v["where"])
+    return versions
+
+
+def _versions_differ(versions: dict[str, list[str]]) -> list[Finding]:
+    """HLT-NCCL001: every rank runs one NCCL version."""
+    findings: list[Finding] = []
     if len(versions) > 1:
         findings.append(
             Finding(
@@ -325,7 +341,12 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
                 [DOCS_NCCL_TROUBLE],
             )
         )
-    # 2. traffic between nodes on sockets while RDMA exists
+    return findings
+
+
+def _sockets_between_nodes(rows: list[RankRow], rdma_hint: list[str] | None) -> list[Finding]:
+    """HLT-NCCL002: traffic between nodes on TCP sockets, worse when RDMA devices exist."""
+    findings: list[Finding] = []
     rdma_seen = sorted(
         {h for r in rows for h in r.hcas if h.split("/")[-1] in RDMA_HCA_KINDS} | set(rdma_hint or [])
     )
@@ -376,7 +397,12 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
                     [DOCS_NCCL_ENV],
                 )
             )
-    # 3. RDMA without GPU Direct RDMA
+    return findings
+
+
+def _rdma_without_gdr(rows: list[RankRow]) -> list[Finding]:
+    """HLT-NCCL003: RDMA used without GPU Direct RDMA (staged through host memory)."""
+    findings: list[Finding] = []
     no_gdr = [
         r
         for r in rows
@@ -404,7 +430,12 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
                 [DOCS_NCCL_TROUBLE],
             )
         )
-    # 4. interfaces that cannot carry inter-node traffic
+    return findings
+
+
+def _wrong_interface(rows: list[RankRow]) -> list[Finding]:
+    """HLT-NCCL004: an OOB/bootstrap/socket interface that cannot carry traffic between nodes."""
+    findings: list[Finding] = []
     bad = []
     for r in rows:
         for label, iface in (("OOB", r.oob_iface), ("bootstrap", r.bootstrap_iface)) + tuple(
@@ -432,38 +463,37 @@ def nccl_findings(parsed: dict[str, Any], rdma_hint: list[str] | None = None) ->
                 [DOCS_NCCL_ENV],
             )
         )
-    if not findings and not any(r.transports for r in rows):
-        findings.append(
-            Finding(
-                "HLT-NCCL000",
-                Severity.INFO,
-                Category.NCCL_NETWORK,
-                "NCCL init seen but no channel lines: the transports actually used are not in the log",
-                [
-                    f"{len(rows)} rank(s); NCCL {', '.join(sorted(versions)) or 'version not logged'}; networks "
-                    + ", ".join(sorted({r.network for r in rows if r.network}) or ["not logged"])
-                ],
-                [
-                    "Capture the log with `NCCL_DEBUG=INFO` from process start through the first collective "
-                    "(`Channel xx : a -> b via ...` lines appear when communicators connect)."
-                ],
-                [DOCS_NCCL_ENV],
-            )
-        )
-    if not findings:
-        findings.append(
-            Finding(
-                "HLT-NCCL000",
-                Severity.PASS,
-                Category.NCCL_NETWORK,
-                "NCCL path looks right",
-                [
-                    f"{len(rows)} rank(s); NCCL {', '.join(sorted(versions)) or 'version not logged'}; transports "
-                    + ", ".join(sorted({t for r in rows for t in r.transports}) or ["-"])
-                ],
-            )
-        )
     return findings
+
+
+def _nothing_wrong(rows: list[RankRow], versions: dict[str, list[str]]) -> Finding:
+    """HLT-NCCL000 when no other NCCL finding spoke: the path looks right, or its channels were not logged."""
+    if not any(r.transports for r in rows):
+        return Finding(
+            "HLT-NCCL000",
+            Severity.INFO,
+            Category.NCCL_NETWORK,
+            "NCCL init seen but no channel lines: the transports actually used are not in the log",
+            [
+                f"{len(rows)} rank(s); NCCL {', '.join(sorted(versions)) or 'version not logged'}; networks "
+                + ", ".join(sorted({r.network for r in rows if r.network}) or ["not logged"])
+            ],
+            [
+                "Capture the log with `NCCL_DEBUG=INFO` from process start through the first collective "
+                "(`Channel xx : a -> b via ...` lines appear when communicators connect)."
+            ],
+            [DOCS_NCCL_ENV],
+        )
+    return Finding(
+        "HLT-NCCL000",
+        Severity.PASS,
+        Category.NCCL_NETWORK,
+        "NCCL path looks right",
+        [
+            f"{len(rows)} rank(s); NCCL {', '.join(sorted(versions)) or 'version not logged'}; transports "
+            + ", ".join(sorted({t for r in rows for t in r.transports}) or ["-"])
+        ],
+    )
 
 
 def table_rows(rows: list[RankRow]) -> list[dict[str, str]]:

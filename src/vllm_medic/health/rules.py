@@ -11,7 +11,7 @@ from typing import Any
 
 from vllm_medic.health import fabric as fabric_mod
 from vllm_medic.health.xid import DOCS_URL as XID_DOCS
-from vllm_medic.health.xid import XidEvent, group_events, group_severity
+from vllm_medic.health.xid import XidEvent, XidGroup, group_events, group_severity
 from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.snapshot import Snapshot
 
@@ -120,47 +120,47 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 ],
             )
         ]
-    out: list[Finding] = []
     total = xid.get("events_total")
-    for g in group_events(events):
-        info = g.info
-        sev = Severity(group_severity(g))
-        name = f"{info.description} ({info.mnemonic})" if info else "not in this tool's Xid catalogue"
-        cat = Category.NCCL_NETWORK if info and info.category == "nvlink" else Category.DRIVER_CUDA
-        where = f"{xid.get('source')} line {g.first.line_no}"
-        ev = [f"{where}: {g.first.line}"]
-        if g.count > 1:
-            ev.append(f"{g.count} events on GPU {g.pci}; last at line {g.last.line_no}: {g.last.line}")
-        if g.processes:
-            ev.append(f"processes: {', '.join(g.processes[:6])}")
-        if total:
-            ev.append(f"{total} Xid events in the log; counts above are over the first {len(events)}")
-        if info:
-            ev.append(
-                f"NVIDIA resolution: immediate {info.nvidia_immediate or '-'}, investigatory {info.nvidia_investigatory or '-'}"
-            )
-        fix = (
-            [info.action]
-            if info
-            else [f"Look Xid {g.xid} up in NVIDIA's catalogue and follow its resolution bucket."]
+    return [_xid_group_finding(g, xid, total, len(events)) for g in group_events(events)]
+
+
+def _xid_group_finding(g: XidGroup, xid: dict[str, Any], total: Any, n_events: int) -> Finding:
+    """One finding per Xid id and GPU: the first line, how many, which processes, NVIDIA's resolution."""
+    info = g.info
+    sev = Severity(group_severity(g))
+    name = f"{info.description} ({info.mnemonic})" if info else "not in this tool's Xid catalogue"
+    cat = Category.NCCL_NETWORK if info and info.category == "nvlink" else Category.DRIVER_CUDA
+    where = f"{xid.get('source')} line {g.first.line_no}"
+    ev = [f"{where}: {g.first.line}"]
+    if g.count > 1:
+        ev.append(f"{g.count} events on GPU {g.pci}; last at line {g.last.line_no}: {g.last.line}")
+    if g.processes:
+        ev.append(f"processes: {', '.join(g.processes[:6])}")
+    if total:
+        ev.append(f"{total} Xid events in the log; counts above are over the first {n_events}")
+    if info:
+        ev.append(
+            f"NVIDIA resolution: immediate {info.nvidia_immediate or '-'}, investigatory {info.nvidia_investigatory or '-'}"
         )
-        if info and info.explains_cuda_error:
-            fix.append(
-                "A hardware/driver fault explains a `CUDA error` or NCCL `unhandled cuda error` in vLLM's log "
-                "at the same time: deal with this GPU before any software theory."
-            )
-        out.append(
-            Finding(
-                f"HLT-XID{g.xid:03d}",
-                sev,
-                cat,
-                f"Xid {g.xid} on GPU {g.pci}: {name}",
-                ev,
-                fix,
-                [XID_DOCS],
-            )
+    fix = (
+        [info.action]
+        if info
+        else [f"Look Xid {g.xid} up in NVIDIA's catalogue and follow its resolution bucket."]
+    )
+    if info and info.explains_cuda_error:
+        fix.append(
+            "A hardware/driver fault explains a `CUDA error` or NCCL `unhandled cuda error` in vLLM's log "
+            "at the same time: deal with this GPU before any software theory."
         )
-    return out
+    return Finding(
+        f"HLT-XID{g.xid:03d}",
+        sev,
+        cat,
+        f"Xid {g.xid} on GPU {g.pci}: {name}",
+        ev,
+        fix,
+        [XID_DOCS],
+    )
 
 
 def _partial_log(snap: Snapshot) -> str | None:
@@ -180,21 +180,7 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
         if not any(g.fabric_state for g in snap.gpus):
             return []
         fab = {}
-    smi = fab.get("nvidia_smi_q") or {}
-    gpus = smi.get("gpus") or []
-    if not gpus and any(g.fabric_state for g in snap.gpus):
-        # collect already read the fabric state (nvidia-smi -q -x / NVML) into the snapshot
-        gpus = [
-            {
-                "bus_id": g.bus_id or str(g.index),
-                "product": g.name,
-                "fabric_state": g.fabric_state,
-                "fabric_status": g.fabric_status,
-                "clique_id": None,
-                "cluster_uuid": None,
-            }
-            for g in snap.gpus
-        ]
+    gpus = _fabric_gpus(snap, fab)
     kind = fabric_mod.system_kind(gpus)
     fm = fab.get("fabric_manager") or {}
     out: list[Finding] = []
@@ -214,14 +200,54 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
             )
         )
         return out
-    bad = [
+    bad = _unregistered(gpus)
+    fm_state = fm.get("state", "unknown")
+    mismatch = fm.get("fm_version_mismatch")
+    out.extend(_fab_unregistered(bad, fm, fm_state, mismatch))
+    out.extend(_fab_manager_version(mismatch, fm_state))
+    if kind == "nvswitch":
+        out.extend(_fab_manager_service(gpus, fm, fm_state, bad))
+    if kind == "nvl" and fabric_mod.is_multi_node_nvlink(gpus):
+        out.extend(_rule_imex(snap, health, fab, gpus))
+    if not out:
+        out.extend(_fab_all_registered(gpus, kind, fm_state))
+    return out
+
+
+def _fabric_gpus(snap: Snapshot, fab: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each GPU's fabric fields: from the health probe's `nvidia-smi -q`, else what collect read."""
+    gpus = (fab.get("nvidia_smi_q") or {}).get("gpus") or []
+    if not gpus and any(g.fabric_state for g in snap.gpus):
+        # collect already read the fabric state (nvidia-smi -q -x / NVML) into the snapshot
+        gpus = [
+            {
+                "bus_id": g.bus_id or str(g.index),
+                "product": g.name,
+                "fabric_state": g.fabric_state,
+                "fabric_status": g.fabric_status,
+                "clique_id": None,
+                "cluster_uuid": None,
+            }
+            for g in snap.gpus
+        ]
+    return gpus
+
+
+def _unregistered(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """GPUs on a fabric whose registration is not Completed/Success."""
+    return [
         g
         for g in gpus
         if g.get("fabric_state") not in (None, "N/A", "Not Supported")
         and not (g.get("fabric_state") == "Completed" and g.get("fabric_status") in ("Success", None))
     ]
-    fm_state = fm.get("state", "unknown")
-    mismatch = fm.get("fm_version_mismatch")
+
+
+def _fab_unregistered(
+    bad: list[dict[str, Any]], fm: dict[str, Any], fm_state: str, mismatch: dict[str, Any] | None
+) -> list[Finding]:
+    """HLT-FAB001: GPUs whose fabric registration did not complete."""
+    out: list[Finding] = []
     if bad:
         ev = [
             f"GPU {g['bus_id']} ({g.get('product') or '?'}): Fabric State {g.get('fabric_state')}, Status {g.get('fabric_status')}"
@@ -248,6 +274,12 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 [DOCS_FM],
             )
         )
+    return out
+
+
+def _fab_manager_version(mismatch: dict[str, Any] | None, fm_state: str) -> list[Finding]:
+    """HLT-FAB002: Fabric Manager's version equals the driver's."""
+    out: list[Finding] = []
     if mismatch:
         out.append(
             Finding(
@@ -263,58 +295,68 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 [DOCS_FM],
             )
         )
-    if kind == "nvswitch":
-        if fm_state in ("no_systemd", "unknown") and not bad:
-            out.append(
-                Finding(
-                    "HLT-FAB003",
-                    Severity.NOT_CHECKED,
-                    Category.DRIVER_CUDA,
-                    "Fabric Manager service state not checked",
-                    [
-                        fm.get("detail")
-                        or "no `systemctl` answer (not captured, or no systemd here - e.g. inside a container)"
-                    ],
-                    ["On the host: `systemctl is-active nvidia-fabricmanager` must print `active`."],
-                    [DOCS_FM],
-                )
-            )
-        elif fm_state in ("inactive", "failed", "not_found") and not bad:
-            out.append(
-                Finding(
-                    "HLT-FAB003",
-                    Severity.WARN,
-                    Category.DRIVER_CUDA,
-                    f"Fabric Manager is {fm_state} on an NVSwitch system",
-                    [
-                        f"nvidia-fabricmanager: {fm_state} ({fm.get('detail')})",
-                        f"{len(gpus)} GPU(s): {gpus[0].get('product')}; fabric state {gpus[0].get('fabric_state')}",
-                    ],
-                    [
-                        "The fabric stays registered until the next reboot or GPU reset; enable the service "
-                        "(`systemctl enable --now nvidia-fabricmanager`) so it survives one."
-                    ],
-                    [DOCS_FM],
-                )
-            )
-    if kind == "nvl" and fabric_mod.is_multi_node_nvlink(gpus):
-        out.extend(_rule_imex(snap, health, fab, gpus))
-    if not out:
-        states = sorted({f"{g.get('fabric_state')}/{g.get('fabric_status')}" for g in gpus})
+    return out
+
+
+def _fab_manager_service(
+    gpus: list[dict[str, Any]], fm: dict[str, Any], fm_state: str, bad: list[dict[str, Any]]
+) -> list[Finding]:
+    """HLT-FAB003: on an NVSwitch system, Fabric Manager runs (so the fabric survives a reset)."""
+    out: list[Finding] = []
+    if fm_state in ("no_systemd", "unknown") and not bad:
         out.append(
             Finding(
-                "HLT-FAB000",
-                Severity.PASS if kind in ("nvswitch", "nvl") else Severity.INFO,
+                "HLT-FAB003",
+                Severity.NOT_CHECKED,
                 Category.DRIVER_CUDA,
-                f"Every GPU registered with the NVLink fabric ({', '.join(states)})"
-                if kind in ("nvswitch", "nvl")
-                else "No NVSwitch fabric on these GPUs: nothing to register",
+                "Fabric Manager service state not checked",
                 [
-                    f"{len(gpus)} GPU(s) ({gpus[0].get('product')}), system kind {kind}; fabric {', '.join(states)}; "
-                    f"fabric manager {fm_state}"
+                    fm.get("detail")
+                    or "no `systemctl` answer (not captured, or no systemd here - e.g. inside a container)"
                 ],
+                ["On the host: `systemctl is-active nvidia-fabricmanager` must print `active`."],
+                [DOCS_FM],
             )
         )
+    elif fm_state in ("inactive", "failed", "not_found") and not bad:
+        out.append(
+            Finding(
+                "HLT-FAB003",
+                Severity.WARN,
+                Category.DRIVER_CUDA,
+                f"Fabric Manager is {fm_state} on an NVSwitch system",
+                [
+                    f"nvidia-fabricmanager: {fm_state} ({fm.get('detail')})",
+                    f"{len(gpus)} GPU(s): {gpus[0].get('product')}; fabric state {gpus[0].get('fabric_state')}",
+                ],
+                [
+                    "The fabric stays registered until the next reboot or GPU reset; enable the service "
+                    "(`systemctl enable --now nvidia-fabricmanager`) so it survives one."
+                ],
+                [DOCS_FM],
+            )
+        )
+    return out
+
+
+def _fab_all_registered(gpus: list[dict[str, Any]], kind: str, fm_state: str) -> list[Finding]:
+    """HLT-FAB000 when nothing else spoke: every GPU registered, or no fabric to register with."""
+    out: list[Finding] = []
+    states = sorted({f"{g.get('fabric_state')}/{g.get('fabric_status')}" for g in gpus})
+    out.append(
+        Finding(
+            "HLT-FAB000",
+            Severity.PASS if kind in ("nvswitch", "nvl") else Severity.INFO,
+            Category.DRIVER_CUDA,
+            f"Every GPU registered with the NVLink fabric ({', '.join(states)})"
+            if kind in ("nvswitch", "nvl")
+            else "No NVSwitch fabric on these GPUs: nothing to register",
+            [
+                f"{len(gpus)} GPU(s) ({gpus[0].get('product')}), system kind {kind}; fabric {', '.join(states)}; "
+                f"fabric manager {fm_state}"
+            ],
+        )
+    )
     return out
 
 
@@ -393,6 +435,12 @@ def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
     lim = health.get("limits")
     if not isinstance(lim, dict):
         return []
+    ul = lim.get("ulimit") or {}
+    return [*_shm_size(snap, lim), *_memlock(snap, health, ul), *_open_files(ul), *_cgroup_memory(snap, lim)]
+
+
+def _shm_size(snap: Snapshot, lim: dict[str, Any]) -> list[Finding]:
+    """HLT-LIM001: /dev/shm big enough for NCCL's shared-memory transport between local ranks."""
     out: list[Finding] = []
     world = _world_size(snap)
     multi = world is None or world > 1
@@ -439,7 +487,12 @@ def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 [f"/dev/shm {_gib(shm)}"],
             )
         )
-    ul = lim.get("ulimit") or {}
+    return out
+
+
+def _memlock(snap: Snapshot, health: dict[str, Any], ul: dict[str, Any]) -> list[Finding]:
+    """HLT-LIM002: the locked-memory limit RDMA registration needs."""
+    out: list[Finding] = []
     rdma = bool(snap.rdma) or bool(health.get("rdma_present"))
     if "memlock_bytes" in ul:
         ml = ul["memlock_bytes"]
@@ -473,6 +526,12 @@ def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     [f"ulimit -l = {'unlimited' if ml is None else ml // 1024}"],
                 )
             )
+    return out
+
+
+def _open_files(ul: dict[str, Any]) -> list[Finding]:
+    """HLT-LIM003: enough file descriptors for connections and NCCL/ZMQ sockets."""
+    out: list[Finding] = []
     if "nofile" in ul:
         nf = ul["nofile"]
         hard = ul.get("nofile_hard", nf)
@@ -491,6 +550,12 @@ def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     ],
                 )
             )
+    return out
+
+
+def _cgroup_memory(snap: Snapshot, lim: dict[str, Any]) -> list[Finding]:
+    """HLT-LIM004: the container memory limit against the CPU memory vLLM needs."""
+    out: list[Finding] = []
     cg = lim.get("cgroup_memory") or {}
     if cg.get("known") and cg.get("limit_bytes") is None:
         out.append(
@@ -575,14 +640,27 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
     img = health.get("in_image")
     if not isinstance(img, dict):
         return []
-    from vllm_medic.recipes.cuda import family_floor, native_requirement
-    from vllm_medic.recipes.versions import version_lt
-
-    out: list[Finding] = []
     name = img.get("image") or snap.image.tag or "the image"
     smi = img.get("nvidia_smi") or {}
-    err = smi.get("error")
+    versions = img.get("versions") or {}
     host_driver = snap.driver.version or (health.get("host_gpu") or {}).get("driver_version")
+    host_count = len(snap.gpus) or (health.get("host_gpu") or {}).get("gpu_count")
+    return [
+        *_img_nvidia_smi(img, name, smi, host_driver),
+        *_img_driver_vs_cuda(snap, versions, smi, host_driver),
+        *_img_gpu_count(smi, host_count),
+        *_img_torch_sees_gpus(name, smi, versions),
+        *_img_one_cuda_line(img),
+        *_img_versions(snap, health, img, name, versions, host_driver, host_count),
+    ]
+
+
+def _img_nvidia_smi(
+    img: dict[str, Any], name: str, smi: dict[str, Any], host_driver: str | None
+) -> list[Finding]:
+    """HLT-IMG001: `nvidia-smi` inside the image failed; the fix depends on how."""
+    out: list[Finding] = []
+    err = smi.get("error")
     if smi and not smi.get("ok"):
         kind = (err or {}).get("kind", "unknown")
         fixes = {
@@ -624,7 +702,17 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 [DOCS_CUDA_COMPAT],
             )
         )
-    versions = img.get("versions") or {}
+    return out
+
+
+def _img_driver_vs_cuda(
+    snap: Snapshot, versions: dict[str, Any], smi: dict[str, Any], host_driver: str | None
+) -> list[Finding]:
+    """HLT-IMG002: the driver the container sees against the CUDA torch in the image was built for."""
+    out: list[Finding] = []
+    from vllm_medic.recipes.cuda import family_floor, native_requirement
+    from vllm_medic.recipes.versions import version_lt
+
     image_cuda = versions.get("torch_cuda") or snap.image.cuda_version
     driver_in_container = smi.get("driver_version") or host_driver
     if image_cuda and driver_in_container:
@@ -675,7 +763,12 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     ev,
                 )
             )
-    host_count = len(snap.gpus) or (health.get("host_gpu") or {}).get("gpu_count")
+    return out
+
+
+def _img_gpu_count(smi: dict[str, Any], host_count: int | None) -> list[Finding]:
+    """HLT-IMG003: the container sees every GPU the host has."""
+    out: list[Finding] = []
     seen = smi.get("gpu_count") if smi.get("ok") else None
     if host_count and seen is not None:
         if seen < host_count:
@@ -702,6 +795,12 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                     [f"host {host_count}, container {seen}"],
                 )
             )
+    return out
+
+
+def _img_torch_sees_gpus(name: str, smi: dict[str, Any], versions: dict[str, Any]) -> list[Finding]:
+    """HLT-IMG006: torch in the image can use the GPUs nvidia-smi shows there."""
+    out: list[Finding] = []
     if (
         versions
         and smi.get("ok")
@@ -726,6 +825,12 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 [DOCS_CUDA_COMPAT],
             )
         )
+    return out
+
+
+def _img_one_cuda_line(img: dict[str, Any]) -> list[Finding]:
+    """HLT-IMG004: the image's CUDA user-space libraries come from one CUDA major."""
+    out: list[Finding] = []
     fams = img.get("cuda_userspace") or {}
     if len([f for f in fams if f in ("12", "13")]) > 1:
         out.append(
@@ -745,6 +850,20 @@ def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 ],
             )
         )
+    return out
+
+
+def _img_versions(
+    snap: Snapshot,
+    health: dict[str, Any],
+    img: dict[str, Any],
+    name: str,
+    versions: dict[str, Any],
+    host_driver: str | None,
+    host_count: int | None,
+) -> list[Finding]:
+    """HLT-IMG005: the versions inside the image next to the host's, or why they could not be read."""
+    out: list[Finding] = []
     if versions:
         host = health.get("host_gpu") or {}
         rows = [

@@ -160,6 +160,7 @@ def weights_per_gpu(total: int, req: PlanRequest, expert_fraction: float | None)
 
 
 def plan(req: PlanRequest, shape: ModelShape | None, recipe: RecipeBaseline | None) -> PlanResult:
+    """The arithmetic of one layout, step by step; each step appends its reasoning to the notes, in order."""
     notes: list[str] = []
     usable = int(req.gpu.memory_bytes * req.gpu_memory_utilization)
     notes.append(
@@ -168,15 +169,88 @@ def plan(req: PlanRequest, shape: ModelShape | None, recipe: RecipeBaseline | No
     )
     if req.profile_source:
         notes.append(f"launch values from the {req.profile_source}")
-    served: ServedDtype | None = None
-    kv_dtype: KvDtype | None = None
-    if shape is not None:
-        served = resolve_model_dtype(
-            shape.dtype, shape.dtype_source, req.dtype, model_type=shape.model_type, bf16=req.gpu.bf16
+    served, kv_dtype = _dtypes(req, shape, notes)
+    weights_total = _weights_total(req, shape, recipe, served, notes)
+    per_gpu_w: int | None = None
+    if weights_total is not None:
+        per_gpu_w, how = weights_per_gpu(
+            weights_total, req, shape.param_estimate.expert_fraction if shape else None
         )
-        kv_dtype = resolve_kv_cache_dtype(req.kv_cache_dtype, served, shape.checkpoint_kv_dtype)
-        notes.append(f"model dtype {served.served} ({shape.dtype_source}: {shape.dtype}; {served.reason})")
-        notes.append(f"KV cache dtype {kv_dtype.name} ({kv_dtype.reason})")
+        notes.append(how)
+    overhead, kv_mem, weights_fit = _kv_memory(req, usable, per_gpu_w, notes)
+    min_gpus_for_weights = None
+    if weights_total is not None and req.kv_cache_bytes is None:
+        room = usable - overhead
+        min_gpus_for_weights = math.ceil(weights_total / room) if room > 0 else None
+    recipe_min, recipe_nodes, recipe_ok = _recipe_baseline(req, recipe, notes)
+    max_model_len = (
+        req.max_model_len
+        or (shape.max_position_embeddings if shape else None)
+        or (recipe.context_length if recipe else None)
+    )
+    context_len = req.context_len or max_model_len
+    kv = _KvCapacity(margin=kv_mem)
+    if shape is not None and served is not None and kv_dtype is not None:
+        kv = _kv_capacity(req, shape, served, kv_dtype, kv_mem, context_len, max_model_len, notes)
+    concurrency_ok = None
+    if req.concurrency is not None and kv.concurrency is not None:
+        concurrency_ok = kv.concurrency * req.dp >= req.concurrency
+    fits = weights_fit and kv.kv_one is not False and recipe_ok is not False and concurrency_ok is not False
+    return PlanResult(
+        fits=fits,
+        weights_fit=weights_fit,
+        kv_fits_one_request=kv.kv_one,
+        recipe_baseline_met=recipe_ok,
+        concurrency_met=concurrency_ok,
+        weights_total_bytes=weights_total,
+        weights_per_gpu_bytes=per_gpu_w,
+        overhead_bytes=overhead,
+        usable_bytes_per_gpu=usable,
+        kv_cache_bytes_per_gpu=kv_mem,
+        kv_bytes_per_token=kv.per_token,
+        kv_bytes_per_token_model=kv.per_token_model,
+        state_bytes_per_sequence=kv.state,
+        kv_tokens=kv.kv_tokens,
+        num_blocks=kv.num_blocks,
+        max_concurrency=kv.concurrency,
+        context_len=context_len,
+        max_model_len=max_model_len,
+        max_model_len_that_fits=kv.fits_len,
+        margin_bytes=kv.margin,
+        min_gpus_for_weights=min_gpus_for_weights,
+        recipe_min_gpus=recipe_min,
+        recipe_min_nodes=recipe_nodes,
+        kv_dtype_bytes=kv.kv_b,
+        kv_heads_per_gpu=kv.heads_gpu,
+        model_dtype=served.served if served else None,
+        kv_cache_dtype=kv_dtype.name if kv_dtype else None,
+        assumptions=notes,
+    )
+
+
+def _dtypes(
+    req: PlanRequest, shape: ModelShape | None, notes: list[str]
+) -> tuple[ServedDtype | None, KvDtype | None]:
+    """The dtype vLLM serves the weights in and the KV cache's, as --dtype / --kv-cache-dtype resolve."""
+    if shape is None:
+        return None, None
+    served = resolve_model_dtype(
+        shape.dtype, shape.dtype_source, req.dtype, model_type=shape.model_type, bf16=req.gpu.bf16
+    )
+    kv_dtype = resolve_kv_cache_dtype(req.kv_cache_dtype, served, shape.checkpoint_kv_dtype)
+    notes.append(f"model dtype {served.served} ({shape.dtype_source}: {shape.dtype}; {served.reason})")
+    notes.append(f"KV cache dtype {kv_dtype.name} ({kv_dtype.reason})")
+    return served, kv_dtype
+
+
+def _weights_total(
+    req: PlanRequest,
+    shape: ModelShape | None,
+    recipe: RecipeBaseline | None,
+    served: ServedDtype | None,
+    notes: list[str],
+) -> int | None:
+    """All weights in bytes: the checkpoint (rescaled to the served dtype), else the recipe's, else estimated."""
     weights_total = req.weights_bytes
     weights_basis = req.weights_basis
     if (
@@ -200,14 +274,13 @@ def plan(req: PlanRequest, shape: ModelShape | None, recipe: RecipeBaseline | No
         weights_basis = f"{shape.param_estimate.basis}: {shape.param_estimate.total / 1e9:.1f}B parameters"
     if weights_basis:
         notes.append(f"weights: {weights_basis}")
+    return weights_total
 
-    per_gpu_w: int | None = None
-    if weights_total is not None:
-        per_gpu_w, how = weights_per_gpu(
-            weights_total, req, shape.param_estimate.expert_fraction if shape else None
-        )
-        notes.append(how)
 
+def _kv_memory(
+    req: PlanRequest, usable: int, per_gpu_w: int | None, notes: list[str]
+) -> tuple[int, int, bool]:
+    """(overhead, KV cache bytes per GPU, whether the weights fit): what is left after weights and overhead."""
     if req.kv_cache_bytes is not None:
         overhead = 0
         kv_mem = req.kv_cache_bytes
@@ -231,132 +304,133 @@ def plan(req: PlanRequest, shape: ModelShape | None, recipe: RecipeBaseline | No
         notes.append(
             "no weight size known (give a model dir with model.safetensors.index.json, --weights-gib or --recipe)"
         )
+    return overhead, kv_mem, weights_fit
 
-    min_gpus_for_weights = None
-    if weights_total is not None and req.kv_cache_bytes is None:
-        room = usable - overhead
-        min_gpus_for_weights = math.ceil(weights_total / room) if room > 0 else None
 
-    recipe_min, recipe_nodes, recipe_ok = None, None, None
-    if recipe is not None:
-        recipe_min, recipe_nodes, note = recipe.baseline_for(req.gpu.name)
-        if recipe_min is not None:
-            recipe_ok = req.gpus >= recipe_min and (
-                recipe_nodes is None or math.ceil(req.gpus / req.gpus_per_node) >= recipe_nodes
-            )
-            if note:
-                notes.append(f"recipe baseline for {req.gpu.name}: {recipe_min} GPUs ({note})")
-
-    max_model_len = (
-        req.max_model_len
-        or (shape.max_position_embeddings if shape else None)
-        or (recipe.context_length if recipe else None)
+def _recipe_baseline(
+    req: PlanRequest, recipe: RecipeBaseline | None, notes: list[str]
+) -> tuple[int | None, int | None, bool | None]:
+    """(the recipe's minimum GPUs and nodes on this GPU, whether the layout meets them)."""
+    if recipe is None:
+        return None, None, None
+    recipe_min, recipe_nodes, note = recipe.baseline_for(req.gpu.name)
+    if recipe_min is None:
+        return recipe_min, recipe_nodes, None
+    recipe_ok = req.gpus >= recipe_min and (
+        recipe_nodes is None or math.ceil(req.gpus / req.gpus_per_node) >= recipe_nodes
     )
-    context_len = req.context_len or max_model_len
+    if note:
+        notes.append(f"recipe baseline for {req.gpu.name}: {recipe_min} GPUs ({note})")
+    return recipe_min, recipe_nodes, recipe_ok
 
+
+@dataclass
+class _KvCapacity:
+    """What the KV cache of one GPU holds; every field None when the model's shape is unknown."""
+
+    margin: int
     kv_b: float | None = None
-    per_token = per_token_model = state = kv_tokens = num_blocks = fits_len = None
-    heads_gpu = None
-    concurrency = None
-    kv_one = None
-    margin = kv_mem
-    if shape is not None and served is not None and kv_dtype is not None:
-        kv_b = dtype_bytes(kv_dtype.name)
-        model_b = served.bytes
-        if shape.attention == "gqa":
-            heads_gpu = kv_heads_per_gpu(shape.num_kv_heads, req.tp)
-            if shape.num_kv_heads < req.tp:
-                notes.append(
-                    f"{shape.num_kv_heads} KV heads < TP {req.tp}: each GPU holds a replicated KV head"
-                )
-        else:
-            notes.append(f"MLA: one {shape.mla_dim}-wide latent per token per layer, not split by TP")
-        stages = [
-            stage_kv(shape, kinds, req.tp, kv_b, model_b)
-            for kinds in pp_stage_layers(shape.layer_kinds, req.pp)
-        ]
-        worst = max(
-            stages, key=lambda s: (s.full_bytes_per_token + s.swa_bytes_per_token, s.state_bytes_per_seq)
+    per_token: int | None = None
+    per_token_model: int | None = None
+    state: int | None = None
+    kv_tokens: int | None = None
+    num_blocks: int | None = None
+    fits_len: int | None = None
+    heads_gpu: int | None = None
+    concurrency: float | None = None
+    kv_one: bool | None = None
+
+
+def _kv_capacity(
+    req: PlanRequest,
+    shape: ModelShape,
+    served: ServedDtype,
+    kv_dtype: KvDtype,
+    kv_mem: int,
+    context_len: int | None,
+    max_model_len: int | None,
+    notes: list[str],
+) -> _KvCapacity:
+    """KV bytes per token on the fullest PP stage, and how many tokens / sequences the KV cache holds."""
+    kv = _KvCapacity(margin=kv_mem, kv_b=dtype_bytes(kv_dtype.name))
+    assert kv.kv_b is not None
+    model_b = served.bytes
+    if shape.attention == "gqa":
+        kv.heads_gpu = kv_heads_per_gpu(shape.num_kv_heads, req.tp)
+        if shape.num_kv_heads < req.tp:
+            notes.append(f"{shape.num_kv_heads} KV heads < TP {req.tp}: each GPU holds a replicated KV head")
+    else:
+        notes.append(f"MLA: one {shape.mla_dim}-wide latent per token per layer, not split by TP")
+    stages = [
+        stage_kv(shape, kinds, req.tp, kv.kv_b, model_b)
+        for kinds in pp_stage_layers(shape.layer_kinds, req.pp)
+    ]
+    worst = max(stages, key=lambda s: (s.full_bytes_per_token + s.swa_bytes_per_token, s.state_bytes_per_seq))
+    kv.per_token = worst.full_bytes_per_token + worst.swa_bytes_per_token
+    whole = stage_kv(shape, shape.layer_kinds, 1, kv.kv_b, model_b)
+    kv.per_token_model = whole.full_bytes_per_token + whole.swa_bytes_per_token
+    kv.state = worst.state_bytes_per_seq
+    notes.extend(_layer_notes(req, shape, worst, model_b))
+    if kv_mem > 0 and kv.per_token > 0:
+        kv.num_blocks, kv.kv_tokens, kv.fits_len, kv.concurrency = _fill(
+            req, shape, worst, kv_mem, kv.per_token, context_len, max_model_len
         )
-        per_token = worst.full_bytes_per_token + worst.swa_bytes_per_token
-        per_token_model = stage_kv(shape, shape.layer_kinds, 1, kv_b, model_b)
-        per_token_model_bytes = per_token_model.full_bytes_per_token + per_token_model.swa_bytes_per_token
-        state = worst.state_bytes_per_seq
-        if req.pp > 1:
-            notes.append(
-                f"PP {req.pp}: the stage with the most KV per token ({worst.full_layers + worst.swa_layers + worst.linear_layers} layers) sets capacity"
-            )
-        if shape.sliding_window:
-            notes.append(
-                f"{shape.count('sliding')} sliding-window layers hold at most {shape.sliding_window} tokens each"
-            )
-        if shape.linear_state:
-            notes.append(
-                f"{shape.count('linear')} {shape.linear_state.kind.upper()} layers hold a constant state of "
-                f"{shape.linear_state.bytes_per_gpu(req.tp, model_b):,} bytes per sequence each on one GPU (no prefix-cache checkpoints counted)"
-            )
-        per_token_model = per_token_model_bytes
-        plain = worst.swa_layers == 0 and worst.linear_layers == 0
-        if kv_mem > 0 and per_token > 0:
-            page_all_layers = req.block_size * per_token
-            if plain:
-                num_blocks = kv_mem // page_all_layers
-                kv_tokens = num_blocks * req.block_size
-                fits_len = kv_tokens
-                if context_len:
-                    concurrency = num_blocks / math.ceil(context_len / req.block_size)
-            else:
-                if context_len:
-                    concurrency = kv_mem / seq_bytes(worst, context_len, req.block_size, shape.sliding_window)
-                if max_model_len:
-                    kv_tokens = int(
-                        kv_mem
-                        / seq_bytes(worst, max_model_len, req.block_size, shape.sliding_window)
-                        * max_model_len
-                    )
-                fits_len = _longest_fitting(
-                    worst, kv_mem, req.block_size, shape.sliding_window, max_model_len
-                )
-        elif kv_mem <= 0:
-            kv_tokens, concurrency, fits_len = 0, 0.0, 0
-        if max_model_len:
-            need = seq_bytes(worst, max_model_len, req.block_size, shape.sliding_window)
-            kv_one = kv_mem >= need
-            margin = kv_mem - need
-    concurrency_ok = None
-    if req.concurrency is not None and concurrency is not None:
-        concurrency_ok = concurrency * req.dp >= req.concurrency
-    fits = weights_fit and kv_one is not False and recipe_ok is not False and concurrency_ok is not False
-    return PlanResult(
-        fits=fits,
-        weights_fit=weights_fit,
-        kv_fits_one_request=kv_one,
-        recipe_baseline_met=recipe_ok,
-        concurrency_met=concurrency_ok,
-        weights_total_bytes=weights_total,
-        weights_per_gpu_bytes=per_gpu_w,
-        overhead_bytes=overhead,
-        usable_bytes_per_gpu=usable,
-        kv_cache_bytes_per_gpu=kv_mem,
-        kv_bytes_per_token=per_token,
-        kv_bytes_per_token_model=per_token_model,
-        state_bytes_per_sequence=state,
-        kv_tokens=kv_tokens,
-        num_blocks=num_blocks,
-        max_concurrency=concurrency,
-        context_len=context_len,
-        max_model_len=max_model_len,
-        max_model_len_that_fits=fits_len,
-        margin_bytes=margin,
-        min_gpus_for_weights=min_gpus_for_weights,
-        recipe_min_gpus=recipe_min,
-        recipe_min_nodes=recipe_nodes,
-        kv_dtype_bytes=kv_b,
-        kv_heads_per_gpu=heads_gpu,
-        model_dtype=served.served if served else None,
-        kv_cache_dtype=kv_dtype.name if kv_dtype else None,
-        assumptions=notes,
-    )
+    elif kv_mem <= 0:
+        kv.kv_tokens, kv.concurrency, kv.fits_len = 0, 0.0, 0
+    if max_model_len:
+        need = seq_bytes(worst, max_model_len, req.block_size, shape.sliding_window)
+        kv.kv_one = kv_mem >= need
+        kv.margin = kv_mem - need
+    return kv
+
+
+def _layer_notes(req: PlanRequest, shape: ModelShape, worst: StageKv, model_b: float) -> list[str]:
+    """Why the fullest stage holds what it holds: PP stages, sliding-window and linear-attention layers."""
+    notes: list[str] = []
+    if req.pp > 1:
+        notes.append(
+            f"PP {req.pp}: the stage with the most KV per token ({worst.full_layers + worst.swa_layers + worst.linear_layers} layers) sets capacity"
+        )
+    if shape.sliding_window:
+        notes.append(
+            f"{shape.count('sliding')} sliding-window layers hold at most {shape.sliding_window} tokens each"
+        )
+    if shape.linear_state:
+        notes.append(
+            f"{shape.count('linear')} {shape.linear_state.kind.upper()} layers hold a constant state of "
+            f"{shape.linear_state.bytes_per_gpu(req.tp, model_b):,} bytes per sequence each on one GPU (no prefix-cache checkpoints counted)"
+        )
+    return notes
+
+
+def _fill(
+    req: PlanRequest,
+    shape: ModelShape,
+    worst: StageKv,
+    kv_mem: int,
+    per_token: int,
+    context_len: int | None,
+    max_model_len: int | None,
+) -> tuple[int | None, int | None, int | None, float | None]:
+    """(blocks, tokens, longest request, concurrency) the KV cache holds: blocks of every layer when all
+    layers are full attention, else by sequence (sliding windows and linear state do not grow per token)."""
+    num_blocks = kv_tokens = fits_len = None
+    concurrency = None
+    if worst.swa_layers == 0 and worst.linear_layers == 0:
+        num_blocks = kv_mem // (req.block_size * per_token)
+        kv_tokens = num_blocks * req.block_size
+        fits_len = kv_tokens
+        if context_len:
+            concurrency = num_blocks / math.ceil(context_len / req.block_size)
+        return num_blocks, kv_tokens, fits_len, concurrency
+    if context_len:
+        concurrency = kv_mem / seq_bytes(worst, context_len, req.block_size, shape.sliding_window)
+    if max_model_len:
+        kv_tokens = int(
+            kv_mem / seq_bytes(worst, max_model_len, req.block_size, shape.sliding_window) * max_model_len
+        )
+    fits_len = _longest_fitting(worst, kv_mem, req.block_size, shape.sliding_window, max_model_len)
+    return num_blocks, kv_tokens, fits_len, concurrency
 
 
 def _longest_fitting(st: StageKv, kv_mem: int, block: int, window: int | None, upper: int | None) -> int:

@@ -72,11 +72,27 @@ def plan_findings(
     search: LayoutSearch | None = None,
     recipe: RecipeBaseline | None = None,
 ) -> list[Finding]:
+    """PLAN005, PLAN004, PLAN001, PLAN002 (or KV not checked), PLAN006, PLAN003: one small judge each."""
     out: list[Finding] = []
     layout_fix = _layout_fix(req, search)
     layout = (
         f"TP {req.tp} x PP {req.pp} x DP {req.dp}{' + EP' if req.ep else ''} on {req.gpus} x {req.gpu.name}"
     )
+    out.extend(_tp_divides_heads(req, shape))
+    out.extend(_recipe_baseline(req, res, recipe, layout_fix))
+    out.extend(_weights_fit(req, res, layout, layout_fix))
+    out.extend(_one_request_fits(res, shape, layout_fix))
+    if shape is None and res.weights_fit:
+        out.extend(_kv_not_checked(req, res))
+    if search is not None:
+        out.append(_search_finding(req, search))
+    out.extend(_concurrency(req, res, layout_fix))
+    return out
+
+
+def _tp_divides_heads(req: PlanRequest, shape: ModelShape | None) -> list[Finding]:
+    """PLAN005: vLLM splits the attention heads evenly over TP."""
+    out: list[Finding] = []
     if shape is not None and req.tp > 1 and shape.num_heads % req.tp:
         out.append(
             Finding(
@@ -88,6 +104,14 @@ def plan_findings(
                 ["Pick a TP size that divides the attention heads; use PP or DP for the remaining GPUs."],
             )
         )
+    return out
+
+
+def _recipe_baseline(
+    req: PlanRequest, res: PlanResult, recipe: RecipeBaseline | None, layout_fix: list[str]
+) -> list[Finding]:
+    """PLAN004: the GPU count against the recipe's baseline for this GPU."""
+    out: list[Finding] = []
     if res.recipe_min_gpus is not None:
         nodes_txt = f" / {res.recipe_min_nodes} nodes" if res.recipe_min_nodes else ""
         if res.recipe_baseline_met:
@@ -118,6 +142,12 @@ def plan_findings(
                     ],
                 )
             )
+    return out
+
+
+def _weights_fit(req: PlanRequest, res: PlanResult, layout: str, layout_fix: list[str]) -> list[Finding]:
+    """PLAN001: the weights and the allowance fit in the per-GPU budget, leaving room for KV cache."""
+    out: list[Finding] = []
     w_evidence = [
         f"weights total {_gib(res.weights_total_bytes)}; per GPU {_gib(res.weights_per_gpu_bytes)} ({layout})",
         f"per-GPU budget {_gib(res.usable_bytes_per_gpu)} (x {req.gpu_memory_utilization:g}); allowance {_gib(res.overhead_bytes)}",
@@ -149,6 +179,12 @@ def plan_findings(
                 [DOCS_MEMORY],
             )
         )
+    return out
+
+
+def _one_request_fits(res: PlanResult, shape: ModelShape | None, layout_fix: list[str]) -> list[Finding]:
+    """PLAN002: one --max-model-len request fits the KV cache (else vLLM refuses to start)."""
+    out: list[Finding] = []
     if shape is not None and res.weights_fit and res.max_model_len:
         ev = [
             f"KV per token per GPU: {res.kv_bytes_per_token:,} bytes ({res.kv_dtype_bytes:g}-byte KV dtype)"
@@ -195,10 +231,12 @@ def plan_findings(
                     [DOCS_MEMORY],
                 )
             )
-    if shape is None and res.weights_fit:
-        out.extend(_kv_not_checked(req, res))
-    if search is not None:
-        out.append(_search_finding(req, search))
+    return out
+
+
+def _concurrency(req: PlanRequest, res: PlanResult, layout_fix: list[str]) -> list[Finding]:
+    """PLAN003: how many requests of the context length fit at once, against --concurrency when given."""
+    out: list[Finding] = []
     if res.max_concurrency is not None and res.context_len:
         conc = f"{res.max_concurrency:.2f}x"
         if req.concurrency is None:
