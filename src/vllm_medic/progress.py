@@ -9,7 +9,6 @@ Quiet (a no-op: no thread, no task, nothing written) unless stderr is a terminal
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import sys
@@ -18,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 REDRAW_S = 0.5
+POLL_S = 0.1  # while a command's line is still empty: show it as soon as there is something to show
 
 
 def wanted(as_json: bool, stream: Any = None) -> bool:
@@ -39,7 +39,15 @@ def _live() -> Any:
     from rich.console import Console
     from rich.live import Live
 
-    return Live("", console=Console(stderr=True, highlight=False), transient=True, auto_refresh=False)
+    # stdout is never redirected: a command's result must not end up on stderr behind the line.
+    return Live(
+        "",
+        console=Console(stderr=True, highlight=False),
+        transient=True,
+        auto_refresh=False,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
 
 
 class LiveLine:
@@ -55,6 +63,8 @@ class LiveLine:
         if not self.enabled:
             yield
             return
+        import asyncio
+
         with _live() as live:
 
             async def redraw() -> None:
@@ -72,24 +82,33 @@ class LiveLine:
                     await task
 
     @contextlib.contextmanager
-    def showing(self, render: Callable[[], str], after_s: float = 0.0) -> Iterator[None]:
-        """Redraw ``render()`` from a daemon thread while the body runs; with ``after_s`` the line
-        appears only if the work is still running by then (no flash for short work). ``render`` must
-        only read plain counters the worker updates."""
+    def showing(self, render: Callable[[], str]) -> Iterator[None]:
+        """Redraw ``render()`` from a daemon thread while the body runs. Nothing is drawn while
+        ``render()`` returns "" (a command uses that to keep short work from flashing a line); ``render``
+        must only read plain counters the worker updates."""
         if not self.enabled:
             yield
             return
         stop = threading.Event()
 
         def redraw() -> None:
-            if after_s and stop.wait(after_s):
-                return
-            with _live() as live, contextlib.suppress(Exception):  # a progress line never fails the work
+            live = None
+            try:
                 while True:
-                    live.update(render())
-                    live.refresh()
-                    if stop.wait(REDRAW_S):
+                    text = render()
+                    if text:
+                        if live is None:
+                            live = _live()
+                            live.start()
+                        live.update(text)
+                        live.refresh()
+                    if stop.wait(REDRAW_S if live is not None else POLL_S):
                         return
+            except Exception:  # noqa: BLE001 - a progress line never fails the work it shows
+                return
+            finally:
+                if live is not None:
+                    live.stop()
 
         thread = threading.Thread(target=redraw, name="progress", daemon=True)
         thread.start()
