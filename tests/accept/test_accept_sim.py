@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 
 from vllm_medic.store.api import open_store
@@ -149,10 +150,11 @@ def test_steps_after_an_engine_death_are_skipped_with_the_level(sim, accept):
     s = sim(crash_at_concurrency=3, crash_exit_after_s=30.0)
     r = accept(s.url, "--steps", "ramp,soak", "--concurrency", "1,2,4,8", "--requests-per-step", "8", *LAG)
     assert r.exit_code == 1 and r.json["verdict"] == "fail"
-    assert r.step("ramp")["data"]["engine_dead"] == "engine dead at ramp level 4"
+    dead = r.step("ramp")["data"]["engine_dead"]
+    assert dead == "engine dead at ramp level 4: /health answered HTTP 503 after the break", dead
     soak = r.step("soak")
     assert soak["status"] == "skipped", soak
-    assert soak["data"] == {"skipped_reason": "engine dead at ramp level 4"}  # no load was sent
+    assert soak["data"] == {"skipped_reason": dead}  # no load was sent
 
 
 def test_oom_crash_with_logs_is_named_oom(sim, accept, tmp_path):
@@ -164,6 +166,25 @@ def test_oom_crash_with_logs_is_named_oom(sim, accept, tmp_path):
     f = r.step("ramp")["findings"][0]
     assert f["id"] == "ACC-RAMP-001" and f["category"] == "oom_runtime"
     assert str(log) in f["evidence"][0]
+
+
+def test_an_oom_break_marks_the_engine_dead_when_health_says_so(sim, accept, tmp_path):
+    """An OOM is not an "engine_death" break, but the engine it killed must still skip the soak: the
+    ramp asks /health after the break (503 while dying, then nothing listening) instead of assuming."""
+    args = ("--steps", "ramp,soak", "--concurrency", "1,2,4,8", "--requests-per-step", "8", "--soak", "2s")
+    # 503 while it dies; with the port closing at once, 503 or nothing listening (aiohttp drains open
+    # connections for up to 1 s), both a dead engine
+    for exit_after, seen in ((30.0, r"/health answered HTTP 503 after the break"),
+                             (0.05, r"/health (answered HTTP 503|unreachable) after the break( \(\w+\))?")):  # fmt: skip
+        log = tmp_path / f"server-{exit_after}.log"
+        s = sim(crash_at_concurrency=3, crash_kind="oom", crash_exit_after_s=exit_after, log_file=str(log))
+        r = accept(s.url, *args, "--logs", str(log), *LAG)
+        ramp = r.step("ramp")
+        assert ramp["data"]["stop_kind"] == "oom" and ramp["findings"][0]["id"] == "ACC-RAMP-001"
+        assert ramp["data"]["health_after_break"]["ok"] is False
+        assert re.fullmatch(f"engine dead at ramp level 4: {seen}", ramp["data"]["engine_dead"]), ramp["data"]
+        soak = r.step("soak")
+        assert soak["status"] == "skipped" and soak["data"] == {"skipped_reason": ramp["data"]["engine_dead"]}
 
 
 def test_soak_follows_the_log_and_fails_on_an_nccl_error(sim, accept, db_url, tmp_path):
@@ -365,3 +386,14 @@ def test_errors_over_the_budget_break_the_ramp_with_their_kinds(sim, accept):
     assert level["errors"].get("http_5xx", 0) > 0 and level["error_count"] == level["errors"]["http_5xx"]
     f = ramp["findings"][0]
     assert f["id"] == "ACC-RAMP-006" and "http_5xx=" in f["evidence"][0]
+
+
+def test_a_break_that_leaves_the_engine_alive_does_not_skip_the_soak(sim, accept):
+    s = sim(error_rate=0.5, error_status=500, seed=7)
+    r = accept(s.url, "--steps", "ramp,soak", "--concurrency", "1,2", "--requests-per-step", "16",
+               "--soak", "2s", *LAG)  # fmt: skip
+    ramp = r.step("ramp")
+    assert ramp["data"]["stop_kind"] == "errors"
+    assert ramp["data"]["health_after_break"]["ok"] is True and "engine_dead" not in ramp["data"]
+    soak = r.step("soak")
+    assert soak["status"] != "skipped" and soak["data"].get("samples"), soak

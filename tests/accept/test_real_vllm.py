@@ -100,8 +100,9 @@ def test_uncached_server_fails_reuse_and_tool_calls_with_the_flags(vllm_server_u
 def test_killing_the_server_mid_ramp_is_reported_as_engine_death(vllm_server_uncached, db_url):
     srv = vllm_server_uncached
     proc = subprocess.Popen(
-        [str(Path(sys.executable).with_name("vllm-medic")), "accept", srv.url, "--steps", "ramp",
-         "--concurrency", "1,2,4,8,16", "--step-duration", "4s", *SHARED_HOST, "--json", "--db", db_url],
+        [str(Path(sys.executable).with_name("vllm-medic")), "accept", srv.url, "--steps", "ramp,soak",
+         "--concurrency", "1,2,4,8,16", "--step-duration", "4s", "--soak", "5s", *SHARED_HOST, "--json",
+         "--db", db_url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     store = open_store(db_url)
@@ -132,6 +133,13 @@ def test_killing_the_server_mid_ramp_is_reported_as_engine_death(vllm_server_unc
     assert levels[-1]["status"] == "broken" and levels[-1]["break_kind"] == "engine_death"
     assert ramp["findings"][0]["id"] == "ACC-RAMP-002"
     assert "server gone" in ramp["data"]["stop_reason"] or "engine death" in ramp["data"]["stop_reason"]
+    # /health asked after the break: nothing listens any more, so the soak sends no load into a dead port
+    assert ramp["data"]["health_after_break"]["ok"] is False
+    dead = ramp["data"]["engine_dead"]
+    at = levels[-1]["concurrency"]
+    assert dead.startswith(f"engine dead at ramp level {at}: /health unreachable after the break"), dead
+    soak = _step(out, "soak")
+    assert soak["status"] == "skipped" and soak["data"] == {"skipped_reason": dead}, soak
     run = store.get_run(out["run_id"])
     assert run["status"] == "finished" and run["verdict"] == "fail"
     assert run["steps"][0]["data"]["levels"][0]["ok"] == levels[0]["ok"]

@@ -4,10 +4,14 @@ node, each with its own environment; one node deliberately differs and `check` m
 from __future__ import annotations
 
 import json
+import re
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from pty_run import run_on_tty
 from vllm_medic.cli import app
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'vllm-medic[ray]')")
@@ -17,8 +21,18 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 def test_collect_ray_gathers_every_node_and_check_names_the_odd_one(ray_cluster, tmp_path):
     out = tmp_path / "cluster-bundle"
     runner = CliRunner()
-    res = runner.invoke(app, ["collect", "--ray", ray_cluster.address, "-o", str(out), "--timeout", "10"])
-    assert res.exit_code == 0, res.output
+    # On a terminal, as a user runs it: the live line counts the nodes as they answer.
+    exe = str(Path(sys.executable).with_name("vllm-medic"))
+    code, text = run_on_tty(
+        [exe, "collect", "--ray", ray_cluster.address, "-o", str(out), "--timeout", "10"], timeout_s=300
+    )
+    assert code == 0, text[-3000:]
+    drawn = re.findall(
+        r"collect via ray: (?:finding the nodes|nodes answered (\d+)/(\d+), failures (\d+))", text
+    )
+    assert drawn, text[-3000:]
+    assert {p for _a, p, _f in drawn if p} <= {"3"}
+    assert "(3/3 nodes collected)" in text
     summary = json.loads((out / "cluster.json").read_text())
     assert len(summary["nodes"]) == 3 and all(n["status"] == "ok" for n in summary["nodes"])
     for n in summary["nodes"]:

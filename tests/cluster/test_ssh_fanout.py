@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from tests.cluster.conftest import DATA, FAKEBIN, LocalSshd, free_port, recordings, sshd_available
 
+from pty_run import run_on_tty, tty_env
 from vllm_medic.cluster.bundle import load_multinode, write_multinode_bundle
 from vllm_medic.cluster.fanout import SshTarget, collect_ssh, parse_hosts_file
 from vllm_medic.collect.api import CollectOptions
@@ -83,3 +88,37 @@ def test_collect_over_ssh_and_compare(two_nodes, tmp_path):
     ids = {f["id"] for f in summary["consistency"]["findings"]}
     assert "CLU011" in ids and "CLU001" not in ids
     assert json.dumps(summary)  # plain data
+
+
+PROGRESS = re.compile(r"collect via ssh: nodes answered (\d+)/(\d+), failures (\d+), \d+ s")
+
+
+def test_collect_hosts_draws_nodes_answered_on_a_terminal_only(two_nodes, tmp_path):
+    a, b = two_nodes
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"root@127.0.0.1:{a.port}\nroot@127.0.0.1:{b.port}\nroot@127.0.0.1:{free_port()}\n")
+    exe = str(Path(sys.executable).with_name("vllm-medic"))
+    cmd = [
+        exe,
+        "collect",
+        "--hosts",
+        str(hosts),
+        "--ssh-key",
+        a.client_key,
+        "--ssh-accept-new",
+        "--timeout",
+        "10",
+    ]
+    code, text = run_on_tty([*cmd, "-o", str(tmp_path / "tty-bundle")])
+    assert code == 0, text[-3000:]
+    drawn = [tuple(int(g) for g in m.groups()) for m in PROGRESS.finditer(text)]
+    assert drawn and {planned for _a, planned, _f in drawn} == {3}, text[-3000:]
+    assert all(answered + failed <= 3 and answered <= 2 and failed <= 1 for answered, _p, failed in drawn)
+    assert "(2/3 nodes collected)" in text  # the result follows the erased line
+    for extra in ((), ("--json",)):
+        proc = subprocess.run(
+            [*cmd, "-o", str(tmp_path / f"pipe{len(extra)}"), *extra],
+            capture_output=True, text=True, env=tty_env(), timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert not PROGRESS.search(proc.stdout + proc.stderr), proc.stderr[-2000:]

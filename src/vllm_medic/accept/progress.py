@@ -1,29 +1,16 @@
-"""Live progress of a load step on a terminal: level, requests done/planned, live TTFT/E2E p99, errors so
-far, time left. One Rich line on stderr, redrawn twice a second while the step runs, erased at its end.
-
-Quiet (a no-op) unless stderr is a terminal, and never in CI (``CI`` set) or with ``--json``: pipes and logs
-get only the final result.
+"""Live progress of accept's load steps: level, requests done/planned, live TTFT/E2E p99, errors so far,
+time left. The drawing and the quiet rule (a terminal only; never in CI or with ``--json``) are
+``vllm_medic.progress``'s; this module only renders the line from a live StepResult.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import sys
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
-REDRAW_S = 0.5
+from vllm_medic.progress import REDRAW_S, LiveLine, time_left, wanted
 
-
-def wanted(as_json: bool, stream: Any = None) -> bool:
-    stream = stream if stream is not None else sys.stderr
-    if as_json or os.environ.get("CI"):
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(callable(isatty) and isatty())
+__all__ = ["QUIET", "REDRAW_S", "LiveProgress", "line", "wanted"]
 
 
 def _p99_ms(summary: dict[str, Any]) -> str:
@@ -38,10 +25,8 @@ def line(label: str, result: Any, planned: int | None, duration_s: float | None,
     pct = result.percentiles()
     if duration_s is not None:
         left = f"{max(0.0, duration_s - elapsed_s):.0f} s left"
-    elif planned and done:
-        left = f"~{max(0.0, elapsed_s / done * (planned - done)):.0f} s left"
     else:
-        left = "time left unknown"
+        left = time_left(done, planned, elapsed_s)
     plan = f"/{planned}" if planned else ""
     return (
         f"{label}: requests {done}{plan} done, TTFT p99 {_p99_ms(pct.get('ttft', {}))}, "
@@ -49,37 +34,10 @@ def line(label: str, result: Any, planned: int | None, duration_s: float | None,
     )
 
 
-class LiveProgress:
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-
-    @contextlib.asynccontextmanager
-    async def watch(
-        self, label: str, get_result: Any, planned: int | None, duration_s: float | None
-    ) -> AsyncIterator[None]:
-        if not self.enabled:
-            yield
-            return
-        from rich.console import Console
-        from rich.live import Live
-
+class LiveProgress(LiveLine):
+    def watch(self, label: str, get_result: Any, planned: int | None, duration_s: float | None) -> Any:
         t0 = time.perf_counter()
-        console = Console(stderr=True, highlight=False)
-        with Live("", console=console, transient=True, auto_refresh=False) as live:
-
-            async def redraw() -> None:
-                while True:
-                    live.update(line(label, get_result(), planned, duration_s, time.perf_counter() - t0))
-                    live.refresh()
-                    await asyncio.sleep(REDRAW_S)
-
-            task = asyncio.create_task(redraw())
-            try:
-                yield
-            finally:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        return self.watching(lambda: line(label, get_result(), planned, duration_s, time.perf_counter() - t0))
 
 
 QUIET = LiveProgress(False)

@@ -22,6 +22,7 @@ ENGINE_DEATH_LINE = re.compile(
     r"EngineDeadError|Engine core .*died|Worker proc .* died|EngineCore.*(?:died|failed)"
 )
 KV_FULL = 0.99
+HEALTH_AFTER_BREAK_S = 10.0
 
 
 def summarise_level(run: LevelRun) -> dict[str, Any]:
@@ -224,12 +225,29 @@ async def run_ramp(ctx: RunContext) -> StepOutcome:
     out.data["limit_found"] = out.data.get("stop_kind") not in (None, "client_saturation")
     out.data["highest_tried"] = levels[-1]["concurrency"] if levels else None
     ctx.sustainable_concurrency = last_good
-    if out.data.get("stop_kind") == "engine_death":
-        ctx.engine_dead = f"engine dead at ramp level {levels[-1]['concurrency']}"
-        out.data["engine_dead"] = ctx.engine_dead
+    if out.data.get("stop_kind"):
+        await _mark_engine_after_break(ctx, out.data, levels[-1]["concurrency"])
     for f in ramp_findings(levels, last_good, out.data.get("stop_kind"), out.data.get("stop_reason")):
         out.add(f)
     return out.settle()
+
+
+async def _mark_engine_after_break(ctx: RunContext, data: dict[str, Any], level: int) -> None:
+    """After any break, ask the server whether it still answers (never assume from the break's kind):
+    an OOM, a KV-full or an error-budget break can leave the engine dead or alive. When /health does not
+    answer 200 the engine is marked dead with what it answered, and later load steps are skipped."""
+    health = await ctx.client.health(timeout_s=HEALTH_AFTER_BREAK_S)
+    data["health_after_break"] = health.to_dict()
+    if health.ok and data["stop_kind"] != "engine_death":
+        return
+    if health.ok:  # it died during the level and answers again (restarted): not the engine that was ramped
+        why = f"{data['stop_reason']}; /health answers again (restarted)"
+    else:
+        why = f"/health {'answered HTTP ' + str(health.status) if health.status else 'unreachable'} after the break"
+        if health.status is None and health.error_kind:
+            why += f" ({health.error_kind})"
+    ctx.engine_dead = f"engine dead at ramp level {level}: {why}"
+    data["engine_dead"] = ctx.engine_dead
 
 
 def _level_line(level: dict[str, Any]) -> str:

@@ -352,18 +352,30 @@ def probe_command(
         str | None,
         typer.Option("--store", help="Also record the run in the history: a SQLAlchemy URL, or 'default'."),
     ] = None,
+    timeout: Annotated[
+        str,
+        typer.Option(
+            "--timeout", help="Per-request timeout, e.g. 60s, 5m (default 300s).", metavar="DURATION"
+        ),
+    ] = "300s",
     api_key_env: ApiKeyEnvOpt = "VLLM_API_KEY",
     as_json: JsonOpt = False,
     junit: JunitOpt = None,
     strict: StrictOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Send a fixed request, repeats and variants; say whether prefix caching is effective and why not."""
+    """Send a fixed request, repeats and variants; say whether prefix caching is effective and why not.
+
+    On a terminal a progress line (requests done/planned, hits, errors, time left) is drawn on stderr
+    while the requests are sent; it is quiet in pipes, in CI and with --json."""
     import asyncio
 
+    from vllm_medic.accept.options import parse_duration
     from vllm_medic.cache.probe import probe_findings, run_probe
+    from vllm_medic.progress import LiveLine, wanted
 
     url = _check_url(url, "URL")
+    timeout_s = parse_duration(timeout, "--timeout")
     extra = []
     if request is not None:
         body = _load_requests(request)[0]
@@ -418,6 +430,8 @@ def probe_command(
                 env=env,
                 extra_requests=extra,
                 on_record=save,
+                timeout_s=timeout_s,
+                live=LiveLine(wanted(as_json)),
             )
         )
     except BaseException as exc:

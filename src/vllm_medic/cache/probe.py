@@ -32,6 +32,7 @@ FILLER = (
     "Station log: the northern sensor array reports steady pressure, light westerly wind, "
     "clear skies and a humidity reading within the seasonal band. "
 )
+DEFAULT_TIMEOUT_S = 300.0  # per request; `cache probe --timeout`
 QUESTIONS = ("Summarise the station log in one sentence.", "List two risks mentioned in the station log.")
 
 
@@ -173,11 +174,16 @@ async def run_probe(
     env: dict[str, str] | None = None,
     extra_requests: list[tuple[str, dict[str, Any]]] | None = None,
     on_record: Any = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    live: Any = None,
 ) -> ProbeReport:
-    from vllm_medic.serve.client import EndpointError, ServerClient
+    """``timeout_s`` bounds each request; ``live`` (a ``vllm_medic.progress.LiveLine``) draws the
+    progress line while the requests are sent."""
+    from vllm_medic.progress import QUIET
+    from vllm_medic.serve.client import ServerClient
 
     notes: list[str] = []
-    async with ServerClient(url, api_key=api_key, timeout_s=300.0) as client:
+    async with ServerClient(url, api_key=api_key, timeout_s=timeout_s) as client:
         models = await client.models()
         model = models[0].get("id") if models else None
         client.model = model
@@ -193,40 +199,71 @@ async def run_probe(
         requests = list(extra_requests or []) + build_requests(filler_repeats, block, model)
         records: list[ProbeRecord] = []
         tail = _LogTail(log_path)
-        for name, body in requests:
-            rec = ProbeRecord(name=name, request=body)
-            try:
-                tok = await client.tokenize(messages=body["messages"], tools=body.get("tools"))
-                rec.token_ids = tok.tokens if tok else None
-            except EndpointError as exc:
-                notes.append(f"/tokenize failed for {name}: {exc}")
-            try:
-                before = await client.metrics()
-                res = await client.chat_stream(body)
-                rec.ok, rec.ttft_s = res.ok, res.ttft_s
-                rec.error = res.error
-                rec.prompt_tokens = res.prompt_tokens or (len(rec.token_ids) if rec.token_ids else None)
-                rec.cached_tokens = res.cached_tokens
-                if res.ok:
-                    after = await _settled_metrics(client, before)
-                    delta = diff(before, after)
-                    rec.hit_tokens = delta.counter(PREFIX_CACHE_HITS)
-                    rec.query_tokens = delta.counter(PREFIX_CACHE_QUERIES)
-                    per_engine = delta.per_engine(PREFIX_CACHE_QUERIES)
-                    moved = [e for e, v in per_engine.items() if v > 0]
-                    rec.engine = moved[0] if len(moved) == 1 else (",".join(moved) if moved else None)
-            except EndpointError as exc:
-                rec.ok, rec.error = False, str(exc)
-                notes.append(f"stopped after {name}: {exc}")
-            rec.log_lines = tail.take()
-            records.append(rec)
-            if on_record is not None:
-                on_record(rec)
-            if rec.error and not rec.ok and notes and notes[-1].startswith("stopped"):
-                break
+        t0 = time.perf_counter()
+        async with (live or QUIET).watching(
+            lambda: progress_line(records, len(requests), time.perf_counter() - t0)
+        ):
+            await _send_all(client, requests, records, notes, tail, on_record)
     _judge_records(records, policy)
     verdict = _overall(records, flag_on)
     return ProbeReport(url, rows, policy, flag_on, records, verdict, engines, notes)
+
+
+def progress_line(records: list[ProbeRecord], planned: int, elapsed_s: float) -> str:
+    """The terminal's progress line (pure): requests done/planned, hits so far, errors, time left."""
+    from vllm_medic.progress import time_left
+
+    done = len(records)
+    hits = sum(1 for r in records if r.ok and (r.observed_hit or 0) > 0)
+    errors = sum(1 for r in records if not r.ok)
+    return (
+        f"cache probe: requests {done}/{planned} done, hits {hits}, errors {errors}, "
+        f"{time_left(done, planned, elapsed_s)}"
+    )
+
+
+async def _send_all(
+    client: Any,
+    requests: list[tuple[str, dict[str, Any]]],
+    records: list[ProbeRecord],
+    notes: list[str],
+    tail: _LogTail,
+    on_record: Any,
+) -> None:
+    """One request at a time (so each metric delta belongs to one request), appended to ``records``."""
+    from vllm_medic.serve.client import EndpointError
+
+    for name, body in requests:
+        rec = ProbeRecord(name=name, request=body)
+        try:
+            tok = await client.tokenize(messages=body["messages"], tools=body.get("tools"))
+            rec.token_ids = tok.tokens if tok else None
+        except EndpointError as exc:
+            notes.append(f"/tokenize failed for {name}: {exc}")
+        try:
+            before = await client.metrics()
+            res = await client.chat_stream(body)
+            rec.ok, rec.ttft_s = res.ok, res.ttft_s
+            rec.error = res.error
+            rec.prompt_tokens = res.prompt_tokens or (len(rec.token_ids) if rec.token_ids else None)
+            rec.cached_tokens = res.cached_tokens
+            if res.ok:
+                after = await _settled_metrics(client, before)
+                delta = diff(before, after)
+                rec.hit_tokens = delta.counter(PREFIX_CACHE_HITS)
+                rec.query_tokens = delta.counter(PREFIX_CACHE_QUERIES)
+                per_engine = delta.per_engine(PREFIX_CACHE_QUERIES)
+                moved = [e for e, v in per_engine.items() if v > 0]
+                rec.engine = moved[0] if len(moved) == 1 else (",".join(moved) if moved else None)
+        except EndpointError as exc:
+            rec.ok, rec.error = False, str(exc)
+            notes.append(f"stopped after {name}: {exc}")
+        rec.log_lines = tail.take()
+        records.append(rec)
+        if on_record is not None:
+            on_record(rec)
+        if rec.error and not rec.ok and notes and notes[-1].startswith("stopped"):
+            break
 
 
 def _judge_records(records: list[ProbeRecord], policy: RetentionPolicy | None) -> None:

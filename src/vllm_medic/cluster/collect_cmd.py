@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -34,7 +36,6 @@ class FanoutOptions:
 def run_fanout(
     fan: FanoutOptions, opts: CollectOptions, output: Path | None, as_json: bool, out: Console
 ) -> Path:
-    from vllm_medic.cluster import fanout
     from vllm_medic.cluster.bundle import cluster_summary, write_multinode_bundle
     from vllm_medic.cluster.multicheck import render_table
     from vllm_medic.report.jsonout import dumps
@@ -42,25 +43,7 @@ def run_fanout(
     chosen = [name for name, v in (("--ray", fan.ray), ("--hosts", fan.hosts), ("--k8s", fan.k8s)) if v]
     if len(chosen) > 1:
         raise UsageError(f"choose one transport, not {' and '.join(chosen)}")
-    if fan.ray:
-        collections = fanout.collect_ray(None if fan.ray == "auto" else fan.ray, opts)
-    elif fan.hosts:
-        targets = fanout.parse_hosts_file(fan.hosts)
-        collections = fanout.collect_ssh(
-            targets,
-            opts,
-            key_filename=fan.ssh_key,
-            user=fan.ssh_user,
-            accept_new_host_keys=fan.ssh_accept_new,
-        )
-    else:
-        collections = fanout.collect_k8s(
-            str(fan.k8s),
-            opts,
-            namespace=fan.namespace,
-            container=fan.container,
-            remote_python=fan.remote_python,
-        )
+    collections = _collect_with_progress(fan, opts, as_json)
     if not collections:
         raise UsageError("the cluster reported no alive nodes")
     dest = output or Path(f"vllm-medic-cluster-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
@@ -89,6 +72,39 @@ def run_fanout(
     )
     _fail_if_none_collected(ok, summary, dest)
     return dest
+
+
+def _collect_with_progress(fan: FanoutOptions, opts: CollectOptions, as_json: bool) -> list[Any]:
+    """The chosen transport's collection, with the nodes answered / planned and failures so far drawn
+    live on a terminal (quiet in pipes, CI and --json: vllm_medic.progress)."""
+    from vllm_medic.cluster import fanout as fanout_mod
+    from vllm_medic.progress import LiveLine, wanted
+
+    tally = fanout_mod.Tally()
+    transport = "ray" if fan.ray else ("ssh" if fan.hosts else "kubectl")
+    t0 = time.monotonic()
+    with LiveLine(wanted(as_json)).showing(
+        lambda: fanout_mod.progress_line(transport, tally, time.monotonic() - t0)
+    ):
+        if fan.ray:
+            return fanout_mod.collect_ray(None if fan.ray == "auto" else fan.ray, opts, tally=tally)
+        if fan.hosts:
+            return fanout_mod.collect_ssh(
+                fanout_mod.parse_hosts_file(fan.hosts),
+                opts,
+                key_filename=fan.ssh_key,
+                user=fan.ssh_user,
+                accept_new_host_keys=fan.ssh_accept_new,
+                tally=tally,
+            )
+        return fanout_mod.collect_k8s(
+            str(fan.k8s),
+            opts,
+            namespace=fan.namespace,
+            container=fan.container,
+            remote_python=fan.remote_python,
+            tally=tally,
+        )
 
 
 def _fail_if_none_collected(ok: int, summary: dict, dest: Path) -> None:

@@ -45,6 +45,38 @@ class NodeCollection:
         return self.result is not None and self.error is None
 
 
+class Tally:
+    """Nodes planned / answered / failed so far, updated by the workers as each node finishes: what the
+    terminal's progress line shows (plain counters, read from the drawing thread)."""
+
+    def __init__(self) -> None:
+        self.planned: int | None = None
+        self.answered = 0
+        self.failed = 0
+        self._lock = threading.Lock()
+
+    def plan(self, n: int) -> None:
+        self.planned = n
+
+    def done(self, node: NodeCollection) -> NodeCollection:
+        with self._lock:
+            if node.ok:
+                self.answered += 1
+            else:
+                self.failed += 1
+        return node
+
+
+def progress_line(transport: str, tally: Tally, elapsed_s: float) -> str:
+    """The terminal's progress line (pure)."""
+    if tally.planned is None:
+        return f"collect via {transport}: finding the nodes, {elapsed_s:.0f} s"
+    return (
+        f"collect via {transport}: nodes answered {tally.answered}/{tally.planned}, "
+        f"failures {tally.failed}, {elapsed_s:.0f} s"
+    )
+
+
 # ---------------------------------------------------------------- the probe specification
 
 
@@ -109,12 +141,14 @@ def _offset(t_send: float, remote_time: float | None, t_recv: float) -> float | 
 
 
 def _fan_out(
-    targets: list[Any], work: Callable[[Any], NodeCollection], workers: int = 64
+    targets: list[Any], work: Callable[[Any], NodeCollection], tally: Tally | None, workers: int = 64
 ) -> list[NodeCollection]:
+    tally = tally or Tally()
+    tally.plan(len(targets))
     if not targets:
         return []
     with ThreadPoolExecutor(max_workers=min(workers, len(targets)), thread_name_prefix="fanout") as pool:
-        return list(pool.map(work, targets))
+        return list(pool.map(lambda t: tally.done(work(t)), targets))
 
 
 # ---------------------------------------------------------------- SSH
@@ -167,6 +201,7 @@ def collect_ssh(
     accept_new_host_keys: bool = False,
     connect_timeout_s: float = 10.0,
     remote_python: str = REMOTE_PYTHON,
+    tally: Tally | None = None,
 ) -> list[NodeCollection]:
     try:
         import paramiko
@@ -223,7 +258,7 @@ def collect_ssh(
         node.duration_s = round(time.monotonic() - t0, 3)
         return node
 
-    return _fan_out(targets, one)
+    return _fan_out(targets, one, tally)
 
 
 def end_offset(payload: dict[str, Any], t_recv: float) -> float | None:
@@ -251,6 +286,7 @@ def collect_k8s(
     namespace: str | None = None,
     container: str | None = None,
     remote_python: str = REMOTE_PYTHON,
+    tally: Tally | None = None,
 ) -> list[NodeCollection]:
     ns = ["-n", namespace] if namespace else []
     try:
@@ -297,7 +333,7 @@ def collect_k8s(
         node.duration_s = round(time.monotonic() - t0, 3)
         return node
 
-    return _fan_out(pods, one)
+    return _fan_out(pods, one, tally)
 
 
 # ---------------------------------------------------------------- Ray
@@ -334,7 +370,7 @@ def _best_offset(samples: list[tuple[float, float, float]]) -> float | None:
 
 
 def collect_ray(
-    address: str | None, opts: CollectOptions, *, ship_package: bool = True
+    address: str | None, opts: CollectOptions, *, ship_package: bool = True, tally: Tally | None = None
 ) -> list[NodeCollection]:
     from vllm_medic.cluster.raysession import connect
     from vllm_medic.snapshot import Snapshot
@@ -344,6 +380,8 @@ def collect_ray(
 
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
+        tally = tally or Tally()
+        tally.plan(len(nodes))
         task = ray.remote(num_cpus=0, max_retries=0)(_ray_collect_task)
         opts_dict = {
             "image": opts.image,
@@ -385,17 +423,19 @@ def collect_ray(
                         f"collection task failed on {node.node}: {type(exc).__name__}: {str(exc)[-300:]}"
                     )
                 node.duration_s = round(time.monotonic() - m0, 3)
-                out.append(node)
+                out.append(tally.done(node))
         for ref in remaining:
             n, m0 = pending[ref]
             ray.cancel(ref, force=True)
             out.append(
-                NodeCollection(
-                    node=names[n["NodeID"]],
-                    transport="ray",
-                    address=n.get("NodeManagerAddress"),
-                    error="no answer before the deadline (node busy, hung probe or lost)",
-                    duration_s=round(time.monotonic() - m0, 3),
+                tally.done(
+                    NodeCollection(
+                        node=names[n["NodeID"]],
+                        transport="ray",
+                        address=n.get("NodeManagerAddress"),
+                        error="no answer before the deadline (node busy, hung probe or lost)",
+                        duration_s=round(time.monotonic() - m0, 3),
+                    )
                 )
             )
         return sorted(out, key=lambda c: c.node)

@@ -91,7 +91,12 @@ class TriageResult:
         return to_findings(self.verdict)
 
 
-def _scan(sources: list[LogSource], catalogue: Catalogue, warnings: list[str]) -> TriageResult:
+def _scan(
+    sources: list[LogSource], catalogue: Catalogue, warnings: list[str], watch: Any = None
+) -> TriageResult:
+    """``watch`` (a ``triage.progress.ScanProgress``) is told the sources and each stream as it starts."""
+    if watch is not None:
+        watch.begin(sources)
     acc = Accumulator(warnings=warnings)
     screen, served = build_screens(catalogue)
     described: list[dict[str, Any]] = []
@@ -107,6 +112,8 @@ def _scan(sources: list[LogSource], catalogue: Catalogue, warnings: list[str]) -
                 scanner = SourceScanner(
                     catalogue, screen, served, acc, index, name, rank=src.rank, node=src.node
                 )
+                if watch is not None:
+                    watch.stream(src, stream, scanner)
                 try:
                     scanner.feed_stream(stream)
                 finally:
@@ -135,8 +142,10 @@ def triage(
     kubectl: list[str] | tuple[str, ...] = (),
     previous: bool = False,
     catalogue_paths: list[Path] | tuple[Path, ...] = (),
+    watch: Any = None,
 ) -> TriageResult:
-    """Scan every input and return the verdict. Raises UsageError when nothing could be read."""
+    """Scan every input and return the verdict. Raises UsageError when nothing could be read.
+    ``watch``: a ``triage.progress.ScanProgress`` for the terminal's progress line."""
     check_inputs(list(inputs), docker, kubectl)
     catalogue = load_catalogue(list(catalogue_paths))
     warnings: list[str] = []
@@ -145,7 +154,7 @@ def triage(
     )
     if not sources:
         raise UsageError("nothing to read: " + "; ".join(warnings) if warnings else "nothing to read")
-    return _scan(sources, catalogue, warnings)
+    return _scan(sources, catalogue, warnings, watch)
 
 
 def scan_text(

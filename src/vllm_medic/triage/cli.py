@@ -115,13 +115,23 @@ def _triage(
     if follow:
         _follow(logs or [], docker or [], kubectl or [], catalogue or [], as_json)
         return
-    result = triage(
-        logs or [],
-        docker=docker or [],
-        kubectl=kubectl or [],
-        previous=previous,
-        catalogue_paths=catalogue or [],
-    )
+    from vllm_medic.progress import LiveLine, wanted
+
+    live = LiveLine(wanted(as_json))
+    watch = None
+    if live.enabled:  # nothing at all is set up when the line would not be drawn
+        from vllm_medic.triage.progress import ScanProgress
+
+        watch = ScanProgress()
+    with live.showing(watch.line if watch is not None else str):
+        result = triage(
+            logs or [],
+            docker=docker or [],
+            kubectl=kubectl or [],
+            previous=previous,
+            catalogue_paths=catalogue or [],
+            watch=watch,
+        )
     if junit is not None:
         from vllm_medic.report.junit import write_junit
 
