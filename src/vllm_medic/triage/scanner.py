@@ -22,7 +22,7 @@ from vllm_medic.triage.normalize import Event, normalize_line
 from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUN_BANNER, RUN_BANNERS
 from vllm_medic.triage.prefilter import GENERIC_PATTERNS, SERVED_PATTERNS, Screen
-from vllm_medic.triage.tracebacks import EXCEPTION_LINE, TracebackFolder
+from vllm_medic.triage.tracebacks import ANNOUNCE, EXCEPTION_LINE, TracebackFolder
 from vllm_medic.triage.wrappers import wrapper_kind
 
 BLOCK_BYTES = 4 * 1024 * 1024
@@ -107,7 +107,9 @@ class Accumulator:
         hit.run = len(self.banners.get(hit.source_index, ()))
         # A wrapper is kept apart so the cause printed next to it (often the same class) is kept too.
         key = (hit.sig_id + ("~wrapper" if hit.wrapper else ""), hit.source_index, hit.run)
-        if key in self.first:
+        prev = self.first.get(key)
+        # Hits arrive in line order, except a cut traceback's, known only once it has ended.
+        if prev is not None and prev.event.line <= hit.event.line:
             return False
         self.first[key] = hit
         return True
@@ -160,6 +162,8 @@ class SourceScanner:
         self.tail: deque[str] = deque(maxlen=CONTEXT_LINES)
         self.folder = TracebackFolder()
         self.pending_after: list[Hit] = []
+        self._last_lines: list[bytes] = []
+        self._last_base = 0
         self.total_bytes = 0
         self._refused_in_block: list[tuple[int, Hit]] = []
 
@@ -206,6 +210,8 @@ class SourceScanner:
                 leftover = b""
         if leftover:
             self._block(leftover + b"\n")
+        for cut in self.folder.flush():
+            self._consider_cut(cut, self._last_lines, cut.line - self._last_base - 1, self._last_base)
         self.acc.lines[self.index] = self.line_no
         self.acc.bytes[self.index] = self.total_bytes
 
@@ -242,7 +248,7 @@ class SourceScanner:
                     w += 1
                 if w == len(wanted):
                     break
-                i = wanted[w]
+                i = _frames_above(lines, wanted[w], i)
             if i >= n:
                 break
             raw = lines[i]
@@ -255,11 +261,15 @@ class SourceScanner:
             ):
                 self.year = ev.timestamp.year
             kept = self.folder.feed(ev)
+            if self.folder.cut:
+                for cut in self.folder.take_cut():
+                    self._consider_cut(cut, lines, i - (ev.line - cut.line), base)
             if kept is None:
                 continue
             self._consider(kept, lines, max(0, i - (ev.line - kept.line)), base)
         if self.index in self.acc.refusing or self._refused_in_block:
             self._settle_refusals(block)
+        self._last_lines, self._last_base = lines, base
         self.line_no = base + len(lines)
         self._update_tail_and_time(lines)
 
@@ -361,6 +371,19 @@ class SourceScanner:
         if len(hit.after) < CONTEXT_LINES:
             self.pending_after.append(hit)
 
+    def _consider_cut(self, ev: Event, lines: list[bytes], idx: int, base: int) -> None:
+        """A traceback that ended without its exception line (tracebacks.py): its raise statement,
+        announcing line or header is considered like any line, and stands in for any hit already
+        kept on that line (the announcing line was seen before its frames were known)."""
+        if not 0 <= idx < len(lines):
+            lines, idx = [ev.text.encode("utf-8", "replace")], 0
+        self._consider(ev, lines, idx, base)
+        kept = [h for h in self.acc.first.values() if h.event is ev]
+        if kept:
+            for k, h in list(self.acc.first.items()):
+                if h.source_index == self.index and h.event.line == ev.line and h not in kept:
+                    del self.acc.first[k]
+
     def _note_refusal(self, hit: Hit, lines: list[bytes], idx: int, before: list[str]) -> None:
         """Remember a refused request with its context, in case no 2xx follows it in this file."""
         hit.before = before[-CONTEXT_LINES:]
@@ -409,7 +432,7 @@ def unclaimed_kind(ev: Event, generic: bool) -> str | None:
     msg = ev.message.strip()
     if not msg:
         return None
-    if _RAISE_STATEMENT.match(ev.message):
+    if ev.rebuilt_from_raise or _RAISE_STATEMENT.match(ev.message):
         return "raise"
     if ev.message[:1] in (" ", "\t") and not generic:
         return None
@@ -462,6 +485,26 @@ def _read_block(stream: BinaryIO, read1: object) -> tuple[bytes, BaseException |
     return b"".join(parts), None
 
 
+def _frames_above(lines: list[bytes], target: int, floor: int) -> int:
+    """Where to start for the candidate line `target` (the scan jumps from candidate to candidate):
+    at the first frame of a traceback printed right above it without its header (an excerpt that
+    starts mid-traceback), so its frames are folded onto it; else at `target`. Looks back at most
+    64 lines and never before `floor`."""
+    start = target
+    j = target - 1
+    while j >= floor and j >= target - 64:
+        raw = lines[j]
+        if _FRAME_BYTES in raw:
+            start = j
+        elif not (raw[:1] in (b" ", b"\t") or b"]   " in raw[:200] or b"]     " in raw[:200]):
+            break
+        j -= 1
+    return start
+
+
+_FRAME_BYTES = b'", line '
+
+
 def _line_indices(block: bytes, positions: list[int]) -> list[int]:
     """Sorted, distinct block-local line indices of the (sorted) match offsets."""
     out: list[int] = []
@@ -483,7 +526,13 @@ def build_screens(catalogue: Catalogue, *, use_re2: bool | None = None) -> tuple
     families = load_families()
     return (
         Screen(
-            [*catalogue.raw_patterns(), *GENERIC_PATTERNS, *families.screen_patterns(), *RUN_BANNERS],
+            [
+                *catalogue.raw_patterns(),
+                *GENERIC_PATTERNS,
+                *families.screen_patterns(),
+                *RUN_BANNERS,
+                ANNOUNCE.pattern,
+            ],
             use_re2=use_re2,
         ),
         Screen(SERVED_PATTERNS, use_re2=use_re2),
