@@ -20,6 +20,8 @@ STARTUP_FRAMES = re.compile(
     r"|load_model|load_weights|capture_model|initialize_kv_cache|_initialize_kv_caches|init_device"
     r"|compile_or_warm_up_model|initialize_from_config|from_engine_args|_init_executor|init_worker"
     r"|init_memory_pool|load_weights_and_postprocess|ModelRunner\.__init__|capture_cuda_graph|CudaGraphRunner"
+    # KV-cache sizing (vLLM V1) and TGI's warmup pass.
+    r"|get_kv_cache_configs?|check_enough_kv_cache_memory|:warmup\b"
 )
 # Frames of request serving: the scheduler loop, decode and model execution.
 RUNTIME_FRAMES = re.compile(
@@ -35,6 +37,10 @@ RUNTIME_FRAMES = re.compile(
 RUNTIME_TEXT = re.compile(
     r"serving_chat\.py|serving_completion\.py|serving_engine\.py|Error in model execution"
     r"|err_execute_model_input|Dumping input data"
+    # TGI's router: tracing spans of a request batch or a generate call, a request that failed while
+    # generating, the shard's Prefill/Decode methods (its warm-up has its own `Warmup`).
+    r"|\bbatch\{batch_size=\d|\b(?:prefill|decode)\{id=|\b(?:compat_)?generate(?:_stream)?\{"
+    r"|Request failed during generation|\binfer:send_error\b|Method (?:Prefill|Decode) encountered an error"
 )
 # Words of the runtime in the root line or its neighbours (weak: they pick a phase, they do not prove it).
 RUNTIME_WORDS = re.compile(
@@ -47,6 +53,7 @@ STARTUP_TEXT = re.compile(
     r"(?i)Loading (?:safetensors|pt) checkpoint shards|Loading weights|Starting to load model"
     r"|Memory profiling|Capturing (?:CUDA|cuda) ?graph|Capture cuda graph|Load weight (?:begin|end)"
     r"|init engine \(profile|KV Cache is allocated|Memory pool end|Graph capturing"
+    r"|Method Warmup encountered an error|Warming up model"
 )
 RUNTIME_SIGNATURES = frozenset({"engine-dead"})
 # A new run of a server inside one file (appended logs): vLLM's args banner, SGLang's server args.
@@ -119,5 +126,5 @@ def decide(
     return Phase(
         "startup",
         False,
-        ["no frames, no start-up or serving line around it; start-up is the more common case", *notes],
+        ["no start-up or serving frame or line around it; start-up is the more common case", *notes],
     )

@@ -34,6 +34,10 @@ _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
 _FATAL_WORD = re.compile(r"\bFATAL\b|\bFatal error\b|\bpanic:")
 _RAISE_STATEMENT = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|from\b|$)")
 _MAX_RUNS = 64
+# `"message": "RendezvousConnectionError: ..."`: an exception quoted inside an indented JSON dump.
+_QUOTED_EXCEPTION = re.compile(
+    r'^\s*"(?:message|error|msg|exception|detail)"\s*:\s*"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b'
+)
 # A 2xx answer in an access log: a file that has one did not refuse every request.
 _OK_ACCESS = Screen([r'HTTP/[\d.]+" 2\d\d\b', r'"response_code"\s*:\s*"?2\d\d\b'])
 # Cheap backward probes for the last 2xx in a block (checked with _OK_ACCESS on their line).
@@ -123,10 +127,12 @@ def classify(catalogue: Catalogue, ev: Event) -> tuple[Signature | None, bool]:
     if sig is not None:
         return sig, False
     msg = ev.message
+    if _QUOTED_EXCEPTION.match(msg):
+        return None, True  # an exception quoted in a structured dump (torchelastic's error file, JSON)
+    if ev.traceback_start is not None and msg.strip():
+        return None, True  # a folded traceback (its statement line when the exception is bare)
     if not msg.strip() or msg[:1] in (" ", "\t"):
         return None, False
-    if ev.traceback_start is not None:
-        return None, True
     if ev.level in _GENERIC_LEVELS:
         return None, True
     stripped = msg.strip()
@@ -164,6 +170,7 @@ class SourceScanner:
         self.pending_after: list[Hit] = []
         self._last_lines: list[bytes] = []
         self._last_base = 0
+        self._carry: list[bytes] = []  # the previous block's last lines (a traceback may start there)
         self.total_bytes = 0
         self._refused_in_block: list[tuple[int, Hit]] = []
 
@@ -249,6 +256,8 @@ class SourceScanner:
                 if w == len(wanted):
                     break
                 i = _frames_above(lines, wanted[w], i)
+                if i == 0 and self._carry and _tb_material(lines[0]):
+                    self._fold_carry(base)
             if i >= n:
                 break
             raw = lines[i]
@@ -270,6 +279,7 @@ class SourceScanner:
         if self.index in self.acc.refusing or self._refused_in_block:
             self._settle_refusals(block)
         self._last_lines, self._last_base = lines, base
+        self._carry = lines[-_CARRY_LINES:]
         self.line_no = base + len(lines)
         self._update_tail_and_time(lines)
 
@@ -289,6 +299,7 @@ class SourceScanner:
         if self.index in self.acc.refusing and _OK_ACCESS.search(block) >= 0:
             del self.acc.refusing[self.index]  # a request was answered again after the refusal
         self.line_no += n
+        self._carry = tail_lines[-_CARRY_LINES:]
         self._update_tail_and_time(tail_lines)
 
     def _update_tail_and_time(self, lines: list[bytes]) -> None:
@@ -361,7 +372,9 @@ class SourceScanner:
             self._note_refusal(hit, lines, idx, before)
         if sig is None:
             frames = ev.frames or frames_above(ev.message, before[-CONTEXT_LINES:])
-            hit.family = load_families().score(ev.message, frames, before[-CONTEXT_LINES:], ev.origin)
+            hit.family = load_families().score(
+                ev.message, frames, before[-CONTEXT_LINES:], ev.origin, cut=ev.cut is not None
+            )
         if not self.acc.record(hit):
             return
         hit.before = before[-CONTEXT_LINES:]
@@ -370,6 +383,20 @@ class SourceScanner:
         ]
         if len(hit.after) < CONTEXT_LINES:
             self.pending_after.append(hit)
+
+    def _fold_carry(self, base: int) -> None:
+        """A candidate at the top of a block whose frames started in the block before (or in the part
+        of the input read before a final line without newline): feed those frames to the folder."""
+        carry, self._carry = self._carry, []
+        start = _frames_above(carry + [b""], len(carry), 0)
+        if start == len(carry):
+            return
+        first = base - len(carry) + 1
+        for k in range(start, len(carry)):
+            ev = normalize_line(carry[k], self.name, first + k, year=self.year)
+            kept = self.folder.feed(ev)
+            if kept is not None and kept.cut is None:
+                self._consider(kept, carry, k, base - len(carry))
 
     def _consider_cut(self, ev: Event, lines: list[bytes], idx: int, base: int) -> None:
         """A traceback that ended without its exception line (tracebacks.py): its raise statement,
@@ -432,7 +459,7 @@ def unclaimed_kind(ev: Event, generic: bool) -> str | None:
     msg = ev.message.strip()
     if not msg:
         return None
-    if ev.rebuilt_from_raise or _RAISE_STATEMENT.match(ev.message):
+    if ev.cut == "raise" or _RAISE_STATEMENT.match(ev.message):
         return "raise"
     if ev.message[:1] in (" ", "\t") and not generic:
         return None
@@ -503,6 +530,12 @@ def _frames_above(lines: list[bytes], target: int, floor: int) -> int:
 
 
 _FRAME_BYTES = b'", line '
+_CARRY_LINES = 64
+
+
+def _tb_material(raw: bytes) -> bool:
+    """A frame or an indented (code) line: what a traceback is made of."""
+    return _FRAME_BYTES in raw or raw[:1] in (b" ", b"\t")
 
 
 def _line_indices(block: bytes, positions: list[int]) -> list[int]:

@@ -194,9 +194,10 @@ class TracebackFolder:
             rebuilt = rebuilt_raise(ev.message, state.raise_cont)
             if rebuilt is not None:
                 ev.message = rebuilt
-                ev.rebuilt_from_raise = True
+                ev.cut = "raise"
         elif state.header is not None:
             ev = state.header
+            ev.cut = "header" if TRACEBACK_HEADER.search(ev.message) else "announce"
         else:
             return
         ev.traceback_start = state.start
