@@ -523,13 +523,19 @@ def _frames_above(lines: list[bytes], target: int, floor: int) -> int:
         raw = lines[j]
         if _FRAME_BYTES in raw:
             start = j
-        elif not (raw[:1] in (b" ", b"\t") or b"]   " in raw[:200] or b"]     " in raw[:200]):
+        elif not (
+            raw[:1] in (b" ", b"\t")
+            or b"]   " in raw[:200]
+            or b"]     " in raw[:200]
+            or _FRAME_TAIL_BYTES.match(raw)
+        ):
             break
         j -= 1
     return start
 
 
 _FRAME_BYTES = b'", line '
+_FRAME_TAIL_BYTES = re.compile(rb"\d*, in [\w<>.]+\s*$")  # a frame line's hard-wrapped rest
 _CARRY_LINES = 64
 
 

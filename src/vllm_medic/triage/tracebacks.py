@@ -39,6 +39,8 @@ ANNOUNCE = re.compile(
     r"|\bUnhandled exception\b"
 )
 _MAX_CONTINUATION = 6
+# The rest of a frame line a terminal hard-wrapped (`…", line 11` / `9, in _call_store`).
+_FRAME_TAIL = re.compile(r"^\d*, in [\w<>.]+\s*$")
 _MAX_FRAMES = 64
 _MAX_TRACEBACK_LINES = 4000
 
@@ -155,6 +157,10 @@ class TracebackFolder:
         state.lines += 1
         stripped = msg.strip()
         if not stripped or _CARETS.match(msg):
+            return None
+        if state.after_frame and _FRAME_TAIL.match(msg):
+            if state.frames:
+                state.frames[-1] += stripped.rsplit(" ", 1)[-1]
             return None
         indent = _indent(msg)
         # A traceback pasted with every line indented: the exception line sits left of the frames.

@@ -239,7 +239,7 @@ def _unwrap(root: Hit, pool: list[Hit]) -> Hit:
         and line < h.event.line <= line + WINDOW_LINES
         and not h.wrapper
         and _tier(h) <= T_FAMILY
-        and (root.wrapper == "quotes" or _class_of(h) != _class_of(root))
+        and (root.wrapper in ("quotes", "dump") or _class_of(h) != _class_of(root))
     ]
     return min(cands, key=lambda h: h.event.line) if cands else root
 
