@@ -131,3 +131,33 @@ def test_round7_class_on_another_report(tmp_path, text, line, category):
 def test_tgi_request_span_is_runtime_evidence(tmp_path):
     rc = _root(tmp_path, CASES[-5][0])
     assert rc["phase"]["evidenced"] and rc["phase"]["value"] == "runtime", rc["phase"]
+
+
+def test_served_traffic_of_other_engines_is_runtime_evidence(tmp_path):
+    # Synthetic join of two real lines: SGLang's decode log with running requests
+    # (sgl-project/sglang#26248), then an OOM line (vllm-project/vllm#1614).
+    text = (
+        "[03:51:54] Decode batch, #running-req: 6, #full token: 2435072, full token usage: 0.92, "
+        "swa token usage: 0.09, gen throughput (token/s): 24.33\n"
+        "RuntimeError: CUDA error: out of memory\n"
+    )
+    rc = _root(tmp_path, text)
+    assert (rc["line"], rc["category"]) == (2, "oom_runtime"), rc
+    assert rc["phase"]["evidenced"] and "Decode batch" in rc["phase"]["evidence"][0]
+
+
+def test_import_time_frames_are_not_the_entry_point_of_python_dash_m():
+    from vllm_medic.triage.families import load_families
+
+    book = load_families()
+    frames_m = [
+        "<frozen runpy>:_run_module_as_main",
+        "<frozen runpy>:_run_code",
+        "/x/site-packages/vllm/entrypoints/openai/api_server.py:<module>",
+        "/x/site-packages/uvloop/__init__.py:run",
+    ]
+    verdict = book.score("ValueError: something else", frames_m, cut=True)
+    assert verdict is None or verdict.family.id != "package-mismatch", verdict
+    frames_import = ["/app/main.py:<module>", "/x/site-packages/vllm/__init__.py:<module>"]
+    verdict = book.score("ValueError: a version must be given", frames_import, cut=True)
+    assert verdict is not None and verdict.family.id == "package-mismatch", verdict

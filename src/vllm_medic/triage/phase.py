@@ -28,7 +28,7 @@ RUNTIME_FRAMES = re.compile(
     r"execute_model|\bschedule\b|_schedule|scheduler\.py:(?:step|schedule)|\bstep\b|step_with_batch_queue"
     r"|run_busy_loop|event_loop_(?:normal|overlap)|run_batch|forward_batch_generation|retract_decode"
     r"|process_batch_result|generate_sequences|_run_engine|engine_step|output_handler|create_chat_completion"
-    r"|create_completion|_preempt"
+    r"|create_completion|_preempt|forward_decode_batch|forward_decode\b|decode_step"
     # Request-side KV work: a continuing chunked prefill, the scheduler's new prefill batch, slot
     # allocation and prefix-cache block bookkeeping only run for real requests.
     r"|continuation_prefill|get_new_batch_prefill|allocate_slots|cache_full_blocks"
@@ -56,6 +56,12 @@ STARTUP_TEXT = re.compile(
     r"|Method Warmup encountered an error|Warming up model"
 )
 RUNTIME_SIGNATURES = frozenset({"engine-dead"})
+# Served-traffic lines of other engines, screened with prefilter.SERVED_PATTERNS (scanner.build_screens):
+# SGLang's periodic decode log with running requests, TGI's router finishing a request.
+SERVED_EXTRA = (
+    r"Decode batch[.,] #running-req: [1-9]",
+    r"text_generation_router::server: \S+: Success",
+)
 # A new run of a server inside one file (appended logs): vLLM's args banner, SGLang's server args.
 RUN_BANNERS = (
     r"non-default args: \{",

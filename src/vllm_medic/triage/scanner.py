@@ -20,7 +20,7 @@ from vllm_medic.triage.catalogue import Catalogue, Signature
 from vllm_medic.triage.families import FamilyVerdict, frames_above, load_families
 from vllm_medic.triage.normalize import Event, normalize_line
 from vllm_medic.triage.novelty import load_healthy_model
-from vllm_medic.triage.phase import RUN_BANNER, RUN_BANNERS
+from vllm_medic.triage.phase import RUN_BANNER, RUN_BANNERS, SERVED_EXTRA
 from vllm_medic.triage.prefilter import GENERIC_PATTERNS, SERVED_PATTERNS, Screen
 from vllm_medic.triage.tracebacks import ANNOUNCE, EXCEPTION_LINE, TracebackFolder
 from vllm_medic.triage.wrappers import wrapper_kind
@@ -574,5 +574,5 @@ def build_screens(catalogue: Catalogue, *, use_re2: bool | None = None) -> tuple
             ],
             use_re2=use_re2,
         ),
-        Screen(SERVED_PATTERNS, use_re2=use_re2),
+        Screen([*SERVED_PATTERNS, *SERVED_EXTRA], use_re2=use_re2),
     )
