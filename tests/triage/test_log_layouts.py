@@ -169,3 +169,18 @@ def test_frame_lines_cut_before_file_still_fold_onto_their_exception(tmp_path):
     )
     root = _root(tmp_path, text)
     assert (root["line"], root["category"], root["family"]) == (4, "image_dependency", "package-mismatch")
+
+
+def test_cut_traceback_announced_by_a_named_component(tmp_path):
+    # sgl-project/sglang#1087 (second report of the class): the excerpt stops inside the frames.
+    text = (
+        "Exception in ControllerSingle:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/tiger/sglang_src/python/sglang/srt/managers/controller_single.py", line 166, in '
+        "start_controller_process\n"
+        "    controller.loop_for_forward()\n"
+        '  File "/opt/tiger/sglang_src/python/sglang/srt/managers/controller_single.py", line 103, in '
+        "loop_for_forward\n"
+        "    out_pyobjs = self.tp_server.exposed_step(recv_reqs)\n"
+    )
+    assert _root(tmp_path, text)["line"] == 1

@@ -524,10 +524,7 @@ def _frames_above(lines: list[bytes], target: int, floor: int) -> int:
         if _FRAME_BYTES in raw:
             start = j
         elif not (
-            raw[:1] in (b" ", b"\t")
-            or b"]   " in raw[:200]
-            or b"]     " in raw[:200]
-            or _FRAME_TAIL_BYTES.match(raw)
+            raw[:1] in (b" ", b"\t") or _PREFIXED_CODE.search(raw, 0, 200) or _FRAME_TAIL_BYTES.match(raw)
         ):
             break
         j -= 1
@@ -536,6 +533,9 @@ def _frames_above(lines: list[bytes], target: int, floor: int) -> int:
 
 _FRAME_BYTES = b'", line '
 _FRAME_TAIL_BYTES = re.compile(rb"\d*, in [\w<>.]+\s*$")  # a frame line's hard-wrapped rest
+# An indented (code/caret) line behind a logger, torch-rank or compose prefix: `[core.py:708]     raise`,
+# `[rank0]:     return f()`, `vllm-1  |     x = y`.
+_PREFIXED_CODE = re.compile(rb"(?:\]|\]:|\|) {3,}\S")
 _CARRY_LINES = 64
 
 

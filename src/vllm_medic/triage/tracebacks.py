@@ -36,7 +36,7 @@ _STRING_LITERAL = re.compile(r"""[rRbBuUfF]{0,2}"((?:[^"\\]|\\.)*)"|[rRbBuUfF]{0
 # The line just above a header that announces it: Python's threading/asyncio/ASGI hooks.
 ANNOUNCE = re.compile(
     r"\bException in (?:thread|callback|ASGI application|worker)\b|\bTask exception was never retrieved"
-    r"|\bUnhandled exception\b"
+    r"|\bUnhandled exception\b|\bException in [A-Z]\w*:"  # SGLang's `Exception in ControllerSingle:`
 )
 _MAX_CONTINUATION = 6
 # The rest of a frame line a terminal hard-wrapped (`…", line 11` / `9, in _call_store`).
