@@ -18,7 +18,9 @@ CORPUS = Path(__file__).resolve().parents[1] / "data/triage/corpus.jsonl"
 # Blind rounds already scored once (their score is frozen beside them) and since learned from: they
 # are regression data now, scored by the tests with thresholds from what the tool reaches after
 # learning, never confused with their blind figure.
-LEARNED_ROUNDS = (Path(__file__).resolve().parents[1] / "data/triage/blind/round6.jsonl",)
+LEARNED_ROUNDS = tuple(
+    Path(__file__).resolve().parents[1] / f"data/triage/blind/round{n}.jsonl" for n in (6, 7)
+)
 _NAIVE = re.compile(r"(?i)error|warn|traceback")
 
 

@@ -72,3 +72,115 @@ def test_bare_exception_line_is_an_anomaly(tmp_path):
     # a line no signature knows is offered as a low-confidence `other` root
     root = _root(tmp_path, "  x = load()\nException: something no signature knows about\n")
     assert (root["line"], root["category"]) == (2, "other") and root["confidence"] <= 0.3
+
+
+# Traceback shapes of blind round 7 (real lines from the reports named; issue 10). Each is also held
+# by a second report in test_learned_round7.py where one was found.
+_CORE = "(EngineCore_DP0 pid=223840) ERROR 10-25 13:08:43 [core.py:708] "
+
+
+def test_traceback_cut_before_its_exception_line_reports_its_raise_statement(tmp_path):
+    # vllm-project/vllm#27508: the excerpt ends inside the raise statement (three lines of literals).
+    text = "".join(
+        _CORE + x + "\n"
+        for x in [
+            '  File "/opt/conda/envs/vllm_env/lib/python3.13/site-packages/vllm/v1/core/kv_cache_utils.py", '
+            "line 1243, in get_kv_cache_configs",
+            "    check_enough_kv_cache_memory(vllm_config, kv_cache_spec_one_worker,",
+            "    ~~~~~~~~~~~~~~~~~~~~~~~~~~~~^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+            '  File "/opt/conda/envs/vllm_env/lib/python3.13/site-packages/vllm/v1/core/kv_cache_utils.py", '
+            "line 699, in check_enough_kv_cache_memory",
+            '    raise ValueError("No available memory for the cache blocks. "',
+            '                     "Try increasing `gpu_memory_utilization` when "',
+            '                     "initializing the engine.")',
+        ]
+    )
+    root = _root(tmp_path, text)
+    assert (root["line"], root["signature"], root["category"]) == (5, "no-kv-cache-memory", "oom_startup")
+    assert root["phase"]["evidenced"] and "get_kv_cache_configs" in root["phase"]["evidence"][0]
+
+
+def test_raise_statement_message_is_rebuilt_from_its_literals():
+    from vllm_medic.triage.tracebacks import rebuilt_raise
+
+    assert (
+        rebuilt_raise(
+            '    raise ValueError("No available memory for the cache blocks. "',
+            ['"Try increasing `gpu_memory_utilization` when "', '"initializing the engine.")'],
+        )
+        == "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+        "when initializing the engine."
+    )
+    assert rebuilt_raise("    raise RendezvousConnectionError(") == "RendezvousConnectionError"
+    assert rebuilt_raise("x = 1") is None
+
+
+def test_cut_traceback_without_raise_is_reported_on_its_announcing_line(tmp_path):
+    # LMCache/LMCache#1491: the request thread dies in redis frames; the exception line is cut off.
+    p = "(EngineCore_0 pid=208542) "
+    site = "/home/chenyunxing/test/gpustack/env/lib/python3.10/site-packages/redis"
+    text = (
+        "(APIServer pid=208377) INFO:     Application startup complete.\n"
+        f"{p}Exception in thread Thread-4 (process_request):\n"
+        f"{p}Traceback (most recent call last):\n"
+        f'{p}  File "{site}/connection.py", line 389, in connect_check_health\n'
+        f"{p}    sock = self.retry.call_with_retry(\n"
+        f'{p}  File "{site}/retry.py", line 105, in call_with_retry\n'
+        f"{p}    return do()\n"
+    )
+    root = _root(tmp_path, text)
+    assert (root["line"], root["category"]) == (2, "prefix_cache"), root
+
+
+def test_traceback_indented_as_a_whole_still_ends_on_its_exception_line(tmp_path):
+    # Ascend/pytorch#99: every line of the paste is indented by one more space.
+    text = (
+        "Traceback (most recent call last):\n"
+        '   File "/usr/local/python3/lib/python3.11/site-packages/torch/_ops.py", line 1392, in load_library\n'
+        "     ctypes.CDLL(path)\n"
+        '   File "/usr/local/python3/lib/python3.11/ctypes/__init__.py", line 376, in __init__\n'
+        "     self._handle = _dlopen(self._name, mode)\n"
+        "                    ^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        " OSError: /home/mtp/Ascend/nnal/atb/latest/atb/cxx_abi_1/lib/libtbe_adapter.so: undefined symbol: "
+        "_ZN3Mki2DlC1ERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEEb\n"
+        " \n"
+        " The above exception was the direct cause of the following exception:\n"
+    )
+    root = _root(tmp_path, text)
+    assert (root["line"], root["category"]) == (7, "image_dependency"), root
+
+
+def test_frame_lines_cut_before_file_still_fold_onto_their_exception(tmp_path):
+    # vllm-project/vllm#2699: the paste starts at `awq.py", line 85`; the raise statement is not the root.
+    text = (
+        'File "/home/ma/ENTER/envs/myenv/lib/python3.9/site-packages/vllm/model_executor/layers/'
+        'quantization/awq.py", line 85, in create_weights\n'
+        "    raise ValueError(\n"
+        "ValueError: The input size is not aligned with the quantized weight shape. This can be caused by "
+        "too large tensor parallel size.\n"
+    )
+    assert _root(tmp_path, text)["line"] == 3
+    # odysseus-dev/odysseus#191: frame lines without `File "`, cut at an import-time raise.
+    text = (
+        'transformers/integrations/hub_kernels.py", line 89, in <module>\n'
+        '    "cuda": LayerRepository(\n'
+        'kernels/layer/layer.py", line 76, in __init__\n'
+        '    raise ValueError("Either a revision or a version must be specified.")\n'
+    )
+    root = _root(tmp_path, text)
+    assert (root["line"], root["category"], root["family"]) == (4, "image_dependency", "package-mismatch")
+
+
+def test_cut_traceback_announced_by_a_named_component(tmp_path):
+    # sgl-project/sglang#1087 (second report of the class): the excerpt stops inside the frames.
+    text = (
+        "Exception in ControllerSingle:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/tiger/sglang_src/python/sglang/srt/managers/controller_single.py", line 166, in '
+        "start_controller_process\n"
+        "    controller.loop_for_forward()\n"
+        '  File "/opt/tiger/sglang_src/python/sglang/srt/managers/controller_single.py", line 103, in '
+        "loop_for_forward\n"
+        "    out_pyobjs = self.tp_server.exposed_step(recv_reqs)\n"
+    )
+    assert _root(tmp_path, text)["line"] == 1

@@ -115,16 +115,23 @@ class FamilyBook:
         frames: list[str] | None = None,
         neighbours: list[str] | None = None,
         origin: str | None = None,
+        *,
+        cut: bool = False,
     ) -> FamilyVerdict | None:
         """Score every family over the line (full weight), its emitter (`origin`), its frames and its
-        non-INFO neighbours. A bare `assert` statement (the line a message-less AssertionError points
-        at) or a bare exception name has nothing but its frames to say what failed (callers pass
-        `frames_above()` when the scan did not fold them), so there the frames count in full."""
+        non-INFO neighbours. Where the line says little, the frames are the evidence and count in
+        full: a bare `assert` statement (the line a message-less AssertionError points at) or a bare
+        exception name (callers pass `frames_above()` when the scan did not fold them), what is left
+        of a traceback cut before its exception line (`cut`), and a line no family's words reach 1 on
+        (`CUDA error: invalid argument` raised inside a cache library is that library's failure)."""
         frames_text = "\n".join(frames or [])
         near = "\n".join(n for n in (neighbours or []) if _counts_as_neighbour(n))
-        bare = _BARE_ASSERT.match(message) or _BARE_EXCEPTION.fullmatch(message)
+        bare = cut or _BARE_ASSERT.match(message) or _BARE_EXCEPTION.fullmatch(message)
+        if not bare and frames_text:
+            bare = all(sum(w for p, w in fam.words if p.search(message)) < 1.0 for fam in self.families)
         frame_weight = 1.0 if bare else self.frame_weight
         scored: list[tuple[float, float, Family, list[str]]] = []
+        computed_top: set[str] = set()
         for fam in self.families:
             total = own = 0.0
             words: list[str] = []
@@ -151,6 +158,7 @@ class FamilyBook:
                     total += weight
                     own += weight
                     words.append(f"{found} ({weight:g})")
+                    computed_top.add(fam.id)
             if total > 0:
                 scored.append((total, own, fam, words))
         if not scored:
@@ -162,6 +170,8 @@ class FamilyBook:
         if best < self.threshold:
             return None
         for total, own, challenger, cwords in scored[1:]:
+            if fam.id in computed_top:
+                break  # numbers the line prints (a pool at 0) are not outranked by another family's words
             if fam.id in challenger.outranks and challenger.outrank_min and own >= challenger.outrank_min:
                 return FamilyVerdict(
                     challenger,
@@ -215,7 +225,17 @@ def evictable_covers_request(message: str, neighbours: list[str]) -> str | None:
     return None
 
 
-COMPUTED_EVIDENCE = {"evictable-covers-request": evictable_covers_request}
+_POOL_AT_ZERO = re.compile(r"(?i)\b(?:available|free)_size(?:\(\))?\s*[=:]\s*0\b")
+
+
+def pool_empty(message: str, neighbours: list[str]) -> str | None:
+    """The line prints its pool's free/available counter at 0 (SGLang's allocators print
+    `available_size()=0` when a request could not get a single token): the pool is exhausted."""
+    m = _POOL_AT_ZERO.search(message)
+    return f"`{m.group(0)}` (the pool is empty)" if m else None
+
+
+COMPUTED_EVIDENCE = {"evictable-covers-request": evictable_covers_request, "pool-empty": pool_empty}
 
 
 def _counts_as_neighbour(raw: str) -> bool:

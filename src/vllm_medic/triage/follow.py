@@ -70,6 +70,8 @@ class _LineTracker:
             self.line += 1
             ev = normalize_line(raw, self.name, self.line)
             kept = self.folder.feed(ev)
+            for cut in self.folder.take_cut():  # tracebacks that ended without an exception line
+                self._consider(cut)
             if kept is not None:
                 self._consider(kept)
 

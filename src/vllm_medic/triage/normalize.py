@@ -99,6 +99,10 @@ class Event:
     # Who emitted the line, as its prefix said: the logger's `file.py:N`, glog/torch `file.cc:N`, and
     # bracketed tags peeled off the message ("[c10d]"). The message itself no longer holds them.
     origin: str | None = None
+    # What is left of a traceback cut before its exception line (tracebacks.py): "raise" (the message
+    # was rebuilt from the quoted `raise X("...")` statement; `text` is the line as written),
+    # "announce" (the `Exception in thread ...:` line above its header) or "header".
+    cut: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {

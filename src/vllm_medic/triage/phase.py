@@ -20,13 +20,15 @@ STARTUP_FRAMES = re.compile(
     r"|load_model|load_weights|capture_model|initialize_kv_cache|_initialize_kv_caches|init_device"
     r"|compile_or_warm_up_model|initialize_from_config|from_engine_args|_init_executor|init_worker"
     r"|init_memory_pool|load_weights_and_postprocess|ModelRunner\.__init__|capture_cuda_graph|CudaGraphRunner"
+    # KV-cache sizing (vLLM V1) and TGI's warmup pass.
+    r"|get_kv_cache_configs?|check_enough_kv_cache_memory|:warmup\b"
 )
 # Frames of request serving: the scheduler loop, decode and model execution.
 RUNTIME_FRAMES = re.compile(
     r"execute_model|\bschedule\b|_schedule|scheduler\.py:(?:step|schedule)|\bstep\b|step_with_batch_queue"
     r"|run_busy_loop|event_loop_(?:normal|overlap)|run_batch|forward_batch_generation|retract_decode"
     r"|process_batch_result|generate_sequences|_run_engine|engine_step|output_handler|create_chat_completion"
-    r"|create_completion|_preempt"
+    r"|create_completion|_preempt|forward_decode_batch|forward_decode\b|decode_step"
     # Request-side KV work: a continuing chunked prefill, the scheduler's new prefill batch, slot
     # allocation and prefix-cache block bookkeeping only run for real requests.
     r"|continuation_prefill|get_new_batch_prefill|allocate_slots|cache_full_blocks"
@@ -35,6 +37,10 @@ RUNTIME_FRAMES = re.compile(
 RUNTIME_TEXT = re.compile(
     r"serving_chat\.py|serving_completion\.py|serving_engine\.py|Error in model execution"
     r"|err_execute_model_input|Dumping input data"
+    # TGI's router: tracing spans of a request batch or a generate call, a request that failed while
+    # generating, the shard's Prefill/Decode methods (its warm-up has its own `Warmup`).
+    r"|\bbatch\{batch_size=\d|\b(?:prefill|decode)\{id=|\b(?:compat_)?generate(?:_stream)?\{"
+    r"|Request failed during generation|\binfer:send_error\b|Method (?:Prefill|Decode) encountered an error"
 )
 # Words of the runtime in the root line or its neighbours (weak: they pick a phase, they do not prove it).
 RUNTIME_WORDS = re.compile(
@@ -47,8 +53,15 @@ STARTUP_TEXT = re.compile(
     r"(?i)Loading (?:safetensors|pt) checkpoint shards|Loading weights|Starting to load model"
     r"|Memory profiling|Capturing (?:CUDA|cuda) ?graph|Capture cuda graph|Load weight (?:begin|end)"
     r"|init engine \(profile|KV Cache is allocated|Memory pool end|Graph capturing"
+    r"|Method Warmup encountered an error|Warming up model"
 )
 RUNTIME_SIGNATURES = frozenset({"engine-dead"})
+# Served-traffic lines of other engines, screened with prefilter.SERVED_PATTERNS (scanner.build_screens):
+# SGLang's periodic decode log with running requests, TGI's router finishing a request.
+SERVED_EXTRA = (
+    r"Decode batch[.,] #running-req: [1-9]",
+    r"text_generation_router::server: \S+: Success",
+)
 # A new run of a server inside one file (appended logs): vLLM's args banner, SGLang's server args.
 RUN_BANNERS = (
     r"non-default args: \{",
@@ -119,5 +132,5 @@ def decide(
     return Phase(
         "startup",
         False,
-        ["no frames, no start-up or serving line around it; start-up is the more common case", *notes],
+        ["no start-up or serving frame or line around it; start-up is the more common case", *notes],
     )

@@ -20,9 +20,9 @@ from vllm_medic.triage.catalogue import Catalogue, Signature
 from vllm_medic.triage.families import FamilyVerdict, frames_above, load_families
 from vllm_medic.triage.normalize import Event, normalize_line
 from vllm_medic.triage.novelty import load_healthy_model
-from vllm_medic.triage.phase import RUN_BANNER, RUN_BANNERS
+from vllm_medic.triage.phase import RUN_BANNER, RUN_BANNERS, SERVED_EXTRA
 from vllm_medic.triage.prefilter import GENERIC_PATTERNS, SERVED_PATTERNS, Screen
-from vllm_medic.triage.tracebacks import EXCEPTION_LINE, TracebackFolder
+from vllm_medic.triage.tracebacks import ANNOUNCE, EXCEPTION_LINE, TracebackFolder
 from vllm_medic.triage.wrappers import wrapper_kind
 
 BLOCK_BYTES = 4 * 1024 * 1024
@@ -34,6 +34,10 @@ _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
 _FATAL_WORD = re.compile(r"\bFATAL\b|\bFatal error\b|\bpanic:")
 _RAISE_STATEMENT = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|from\b|$)")
 _MAX_RUNS = 64
+# `"message": "RendezvousConnectionError: ..."`: an exception quoted inside an indented JSON dump.
+_QUOTED_EXCEPTION = re.compile(
+    r'^\s*"(?:message|error|msg|exception|detail)"\s*:\s*"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b'
+)
 # A 2xx answer in an access log: a file that has one did not refuse every request.
 _OK_ACCESS = Screen([r'HTTP/[\d.]+" 2\d\d\b', r'"response_code"\s*:\s*"?2\d\d\b'])
 # Cheap backward probes for the last 2xx in a block (checked with _OK_ACCESS on their line).
@@ -107,7 +111,9 @@ class Accumulator:
         hit.run = len(self.banners.get(hit.source_index, ()))
         # A wrapper is kept apart so the cause printed next to it (often the same class) is kept too.
         key = (hit.sig_id + ("~wrapper" if hit.wrapper else ""), hit.source_index, hit.run)
-        if key in self.first:
+        prev = self.first.get(key)
+        # Hits arrive in line order, except a cut traceback's, known only once it has ended.
+        if prev is not None and prev.event.line <= hit.event.line:
             return False
         self.first[key] = hit
         return True
@@ -121,10 +127,12 @@ def classify(catalogue: Catalogue, ev: Event) -> tuple[Signature | None, bool]:
     if sig is not None:
         return sig, False
     msg = ev.message
+    if _QUOTED_EXCEPTION.match(msg):
+        return None, True  # an exception quoted in a structured dump (torchelastic's error file, JSON)
+    if ev.traceback_start is not None and msg.strip():
+        return None, True  # a folded traceback (its statement line when the exception is bare)
     if not msg.strip() or msg[:1] in (" ", "\t"):
         return None, False
-    if ev.traceback_start is not None:
-        return None, True
     if ev.level in _GENERIC_LEVELS:
         return None, True
     stripped = msg.strip()
@@ -160,6 +168,9 @@ class SourceScanner:
         self.tail: deque[str] = deque(maxlen=CONTEXT_LINES)
         self.folder = TracebackFolder()
         self.pending_after: list[Hit] = []
+        self._last_lines: list[bytes] = []
+        self._last_base = 0
+        self._carry: list[bytes] = []  # the previous block's last lines (a traceback may start there)
         self.total_bytes = 0
         self._refused_in_block: list[tuple[int, Hit]] = []
 
@@ -206,6 +217,8 @@ class SourceScanner:
                 leftover = b""
         if leftover:
             self._block(leftover + b"\n")
+        for cut in self.folder.flush():
+            self._consider_cut(cut, self._last_lines, cut.line - self._last_base - 1, self._last_base)
         self.acc.lines[self.index] = self.line_no
         self.acc.bytes[self.index] = self.total_bytes
 
@@ -242,7 +255,9 @@ class SourceScanner:
                     w += 1
                 if w == len(wanted):
                     break
-                i = wanted[w]
+                i = _frames_above(lines, wanted[w], i)
+                if i == 0 and self._carry and _tb_material(lines[0]):
+                    self._fold_carry(base)
             if i >= n:
                 break
             raw = lines[i]
@@ -255,11 +270,16 @@ class SourceScanner:
             ):
                 self.year = ev.timestamp.year
             kept = self.folder.feed(ev)
+            if self.folder.cut:
+                for cut in self.folder.take_cut():
+                    self._consider_cut(cut, lines, i - (ev.line - cut.line), base)
             if kept is None:
                 continue
             self._consider(kept, lines, max(0, i - (ev.line - kept.line)), base)
         if self.index in self.acc.refusing or self._refused_in_block:
             self._settle_refusals(block)
+        self._last_lines, self._last_base = lines, base
+        self._carry = lines[-_CARRY_LINES:]
         self.line_no = base + len(lines)
         self._update_tail_and_time(lines)
 
@@ -279,6 +299,7 @@ class SourceScanner:
         if self.index in self.acc.refusing and _OK_ACCESS.search(block) >= 0:
             del self.acc.refusing[self.index]  # a request was answered again after the refusal
         self.line_no += n
+        self._carry = tail_lines[-_CARRY_LINES:]
         self._update_tail_and_time(tail_lines)
 
     def _update_tail_and_time(self, lines: list[bytes]) -> None:
@@ -351,7 +372,9 @@ class SourceScanner:
             self._note_refusal(hit, lines, idx, before)
         if sig is None:
             frames = ev.frames or frames_above(ev.message, before[-CONTEXT_LINES:])
-            hit.family = load_families().score(ev.message, frames, before[-CONTEXT_LINES:], ev.origin)
+            hit.family = load_families().score(
+                ev.message, frames, before[-CONTEXT_LINES:], ev.origin, cut=ev.cut is not None
+            )
         if not self.acc.record(hit):
             return
         hit.before = before[-CONTEXT_LINES:]
@@ -360,6 +383,33 @@ class SourceScanner:
         ]
         if len(hit.after) < CONTEXT_LINES:
             self.pending_after.append(hit)
+
+    def _fold_carry(self, base: int) -> None:
+        """A candidate at the top of a block whose frames started in the block before (or in the part
+        of the input read before a final line without newline): feed those frames to the folder."""
+        carry, self._carry = self._carry, []
+        start = _frames_above(carry + [b""], len(carry), 0)
+        if start == len(carry):
+            return
+        first = base - len(carry) + 1
+        for k in range(start, len(carry)):
+            ev = normalize_line(carry[k], self.name, first + k, year=self.year)
+            kept = self.folder.feed(ev)
+            if kept is not None and kept.cut is None:
+                self._consider(kept, carry, k, base - len(carry))
+
+    def _consider_cut(self, ev: Event, lines: list[bytes], idx: int, base: int) -> None:
+        """A traceback that ended without its exception line (tracebacks.py): its raise statement,
+        announcing line or header is considered like any line, and stands in for any hit already
+        kept on that line (the announcing line was seen before its frames were known)."""
+        if not 0 <= idx < len(lines):
+            lines, idx = [ev.text.encode("utf-8", "replace")], 0
+        self._consider(ev, lines, idx, base)
+        kept = [h for h in self.acc.first.values() if h.event is ev]
+        if kept:
+            for k, h in list(self.acc.first.items()):
+                if h.source_index == self.index and h.event.line == ev.line and h not in kept:
+                    del self.acc.first[k]
 
     def _note_refusal(self, hit: Hit, lines: list[bytes], idx: int, before: list[str]) -> None:
         """Remember a refused request with its context, in case no 2xx follows it in this file."""
@@ -409,7 +459,7 @@ def unclaimed_kind(ev: Event, generic: bool) -> str | None:
     msg = ev.message.strip()
     if not msg:
         return None
-    if _RAISE_STATEMENT.match(ev.message):
+    if ev.cut == "raise" or _RAISE_STATEMENT.match(ev.message):
         return "raise"
     if ev.message[:1] in (" ", "\t") and not generic:
         return None
@@ -462,6 +512,38 @@ def _read_block(stream: BinaryIO, read1: object) -> tuple[bytes, BaseException |
     return b"".join(parts), None
 
 
+def _frames_above(lines: list[bytes], target: int, floor: int) -> int:
+    """Where to start for the candidate line `target` (the scan jumps from candidate to candidate):
+    at the first frame of a traceback printed right above it without its header (an excerpt that
+    starts mid-traceback), so its frames are folded onto it; else at `target`. Looks back at most
+    64 lines and never before `floor`."""
+    start = target
+    j = target - 1
+    while j >= floor and j >= target - 64:
+        raw = lines[j]
+        if _FRAME_BYTES in raw:
+            start = j
+        elif not (
+            raw[:1] in (b" ", b"\t") or _PREFIXED_CODE.search(raw, 0, 200) or _FRAME_TAIL_BYTES.match(raw)
+        ):
+            break
+        j -= 1
+    return start
+
+
+_FRAME_BYTES = b'", line '
+_FRAME_TAIL_BYTES = re.compile(rb"\d*, in [\w<>.]+\s*$")  # a frame line's hard-wrapped rest
+# An indented (code/caret) line behind a logger, torch-rank or compose prefix: `[core.py:708]     raise`,
+# `[rank0]:     return f()`, `vllm-1  |     x = y`.
+_PREFIXED_CODE = re.compile(rb"(?:\]|\]:|\|) {3,}\S")
+_CARRY_LINES = 64
+
+
+def _tb_material(raw: bytes) -> bool:
+    """A frame or an indented (code) line: what a traceback is made of."""
+    return _FRAME_BYTES in raw or raw[:1] in (b" ", b"\t")
+
+
 def _line_indices(block: bytes, positions: list[int]) -> list[int]:
     """Sorted, distinct block-local line indices of the (sorted) match offsets."""
     out: list[int] = []
@@ -483,8 +565,14 @@ def build_screens(catalogue: Catalogue, *, use_re2: bool | None = None) -> tuple
     families = load_families()
     return (
         Screen(
-            [*catalogue.raw_patterns(), *GENERIC_PATTERNS, *families.screen_patterns(), *RUN_BANNERS],
+            [
+                *catalogue.raw_patterns(),
+                *GENERIC_PATTERNS,
+                *families.screen_patterns(),
+                *RUN_BANNERS,
+                ANNOUNCE.pattern,
+            ],
             use_re2=use_re2,
         ),
-        Screen(SERVED_PATTERNS, use_re2=use_re2),
+        Screen([*SERVED_PATTERNS, *SERVED_EXTRA], use_re2=use_re2),
     )

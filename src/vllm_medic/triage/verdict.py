@@ -44,7 +44,14 @@ _LAYER = {
     T_WEAK: LAYER_SIGNATURE,
 }
 # Weak signals that become the root, with low confidence, when nothing else in the logs failed.
-_PROMOTABLE = ("access-4xx", "prefix-cache-zero-hit", "prefix-cache-zero-hit-metrics")
+_PROMOTABLE = (
+    "access-4xx",
+    "prefix-cache-zero-hit",
+    "prefix-cache-zero-hit-metrics",
+    "nccl-info-error-return",
+)
+# Weak signals that stand alone whatever the server did before them (not judged against a start-up).
+_PROMOTABLE_ANYWHERE = {"nccl-info-error-return"}
 _STARTED = re.compile(r"Application startup complete|Uvicorn running on")
 # A /metrics hits counter at 0 means something only next to a queries counter that is not.
 _QUERIES_NONZERO = re.compile(r"prefix_cache_queries(?:_total)?(?:\{[^}]*\})?\s+[1-9]")
@@ -205,6 +212,8 @@ def _promoted(hits: list[Hit], acc: Accumulator) -> tuple[Hit | None, bool]:
             cands = [h for h in cands if h.source_index not in acc.ok_access]
             if not cands and acc.refusing:
                 cands, trailing = _sorted(list(acc.refusing.values())), True
+        elif sig_id in _PROMOTABLE_ANYWHERE:
+            pass
         elif any(_STARTED.search(ev.message) for ev in acc.served.values()):
             cands = []
         elif sig_id == "prefix-cache-zero-hit-metrics":
@@ -230,7 +239,7 @@ def _unwrap(root: Hit, pool: list[Hit]) -> Hit:
         and line < h.event.line <= line + WINDOW_LINES
         and not h.wrapper
         and _tier(h) <= T_FAMILY
-        and (root.wrapper == "quotes" or _class_of(h) != _class_of(root))
+        and (root.wrapper in ("quotes", "dump") or _class_of(h) != _class_of(root))
     ]
     return min(cands, key=lambda h: h.event.line) if cands else root
 
@@ -310,7 +319,9 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     for h in hits:
         if h.signature is None:  # rescore with the full context now that the lines after it are known
             frames = h.event.frames or frames_above(h.event.message, h.before)
-            h.family = families.score(h.event.message, frames, [*h.before, *h.after], h.event.origin)
+            h.family = families.score(
+                h.event.message, frames, [*h.before, *h.after], h.event.origin, cut=h.event.cut is not None
+            )
     signals = [_entry(h, acc) for h in _sorted([h for h in hits if _tier(h) == T_WEAK])]
     pool, runs_note = _current_runs(hits, acc)
     by_tier: dict[int, list[Hit]] = {}

@@ -19,14 +19,18 @@ CAUSE_FOLLOWS = re.compile(
 )
 # The cause is quoted inside the line and printed in full by the process that failed.
 QUOTES_CAUSE = re.compile(r"Inspect the stacktrace to find the original error")
+# The line only opens a structured dump (torchelastic's `error_handler: {`): its content below says it.
+OPENS_DUMP = re.compile(r"[:=\s][{\[]\s*$")
 # How far below the wrapper the cause may sit (NCCL: error, ncclUnhandledCudaError, "Last error:", cause).
 WINDOW_LINES = 4
 
 
 def wrapper_kind(message: str) -> str | None:
-    """ "follows" | "quotes" | None."""
+    """ "follows" | "quotes" | "dump" | None."""
     if CAUSE_FOLLOWS.search(message):
         return "follows"
     if QUOTES_CAUSE.search(message):
         return "quotes"
+    if OPENS_DUMP.search(message):
+        return "dump"
     return None
