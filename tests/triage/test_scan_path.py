@@ -16,6 +16,7 @@ import vllm_medic.triage.api as api
 import vllm_medic.triage.scanner as scanner
 from vllm_medic.triage import screen_cache
 from vllm_medic.triage.catalogue import load_catalogue
+from vllm_medic.triage.parallel import jobs_for
 from vllm_medic.triage.prefilter import Screen, loosen
 from vllm_medic.triage.sources import LogSource
 
@@ -158,3 +159,19 @@ def test_a_file_and_the_same_bytes_on_a_pipe_agree(tmp_path, monkeypatch, cache)
     from_pipe = api._scan([pipe], load_catalogue(), [])
     assert from_file.to_dict() == from_pipe.to_dict()
     assert from_file.to_dict()["sources"][0]["bytes"] == len(data)
+
+
+def test_files_scanned_in_worker_processes_give_the_sequential_verdict(tmp_path, monkeypatch, cache):
+    d = _noisy_ranks(tmp_path)
+    (d / "rank2.log").write_text(
+        "(VllmWorker TP2 pid=9) ERROR 11-30 00:10:00 [multiproc_executor.py:1] NCCL error: unhandled "
+        "system error\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("VLLM_MEDIC_TRIAGE_JOBS", "1")
+    sequential = api.triage([str(d)]).to_dict()
+    monkeypatch.setenv("VLLM_MEDIC_TRIAGE_JOBS", "3")
+    assert jobs_for(api.expand_inputs([str(d)], warnings=[])) == 3
+    parallel = api.triage([str(d)]).to_dict()
+    assert parallel == sequential
+    assert len(sequential["sources"]) == 3 and sequential["cascade"]
