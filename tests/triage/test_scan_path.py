@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+import threading
 from datetime import datetime
 from pathlib import Path
 
@@ -175,3 +176,18 @@ def test_files_scanned_in_worker_processes_give_the_sequential_verdict(tmp_path,
     parallel = api.triage([str(d)]).to_dict()
     assert parallel == sequential
     assert len(sequential["sources"]) == 3 and sequential["cascade"]
+
+
+def test_no_fork_while_other_threads_run(tmp_path, monkeypatch):
+    d = _noisy_ranks(tmp_path)
+    monkeypatch.setenv("VLLM_MEDIC_TRIAGE_JOBS", "3")
+    sources = api.expand_inputs([str(d)], warnings=[])
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait)
+    t.start()
+    try:
+        assert jobs_for(sources) == 1
+    finally:
+        stop.set()
+        t.join()
+    assert jobs_for(sources) == 2  # two files

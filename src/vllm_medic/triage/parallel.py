@@ -6,7 +6,8 @@ line and stays in each file's worker.
 Workers are forked after the catalogue and screens are built, so they start in milliseconds and share
 those pages. Signatures and families travel back as their index in the parent's lists (the parent
 gets its own objects back, not copies). VLLM_MEDIC_TRIAGE_JOBS=N sets the number of workers; 1 scans
-in this process. Below `MIN_BYTES` of input, or with a single file, or on one CPU, nothing is forked.
+in this process. Below `MIN_BYTES` of input, with a single file, on one CPU, off Linux or with other
+threads running, nothing is forked.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import multiprocessing
 import os
 import pickle
 import signal
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import fields
 from typing import Any
@@ -38,6 +41,10 @@ def jobs_for(sources: list[LogSource]) -> int:
     """How many workers to scan `sources` with (1: scan here)."""
     if len(sources) < 2 or not all(s.path is not None and s.opener is not None for s in sources):
         return 1
+    # Fork only where it is the platform's own way, and never under threads (a lock held by another
+    # thread at the fork would stay held in the child): a Ray task or an embedding app scans here.
+    if not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return 1
     env = os.environ.get("VLLM_MEDIC_TRIAGE_JOBS", "").strip()
     if env:
         try:
@@ -48,7 +55,7 @@ def jobs_for(sources: list[LogSource]) -> int:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    if cpus < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if cpus < 2:
         return 1
     size = 0
     for s in sources:
