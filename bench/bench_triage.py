@@ -10,7 +10,9 @@ alternately, N runs of each:
     the catalogue's root-cause signatures (role `root`, catalogue order: the shipped files in name
     order), i.e. what an operator's own `grep -E` for known failures would look like (issue 10 uses 40)
   * triage:   `vllm-medic triage DIR --json`
-and prints the medians, the ratio, and triage's peak RSS (max over its runs, from wait4()).
+and prints the medians, the ratio, and triage's peak RSS (max over its runs, from wait4()), then
+the same for CPU time (user + sys, worker processes included): on a shared machine the wall clock
+also measures the other jobs, CPU time much less so.
 `--candidate-every N` makes the noise hold one of the real log's harmless WARNING lines every N
 serving lines (gen_triage_noise.py), the density a real serving log has (issue 10 benches N=50).
 Targets: issue 3: ratio <= 2.0 against every pattern; issue 10: ratio <= 1.0 against 40 root-cause
@@ -46,7 +48,7 @@ def ere(pattern: str) -> str:
     return p
 
 
-def _wait_rss(cmd: list[str]) -> tuple[float, int, int, bytes]:
+def _wait_rss(cmd: list[str]) -> tuple[float, int, int, bytes, float]:
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
@@ -59,7 +61,7 @@ def _wait_rss(cmd: list[str]) -> tuple[float, int, int, bytes]:
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, proc.returncode, usage.ru_maxrss, b"".join(chunks)
+    return wall, proc.returncode, usage.ru_maxrss, b"".join(chunks), usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -108,13 +110,15 @@ def main() -> None:
     # warm the page cache once for both
     for cmd in (grep_cmd, triage_cmd):
         _wait_rss(cmd)
-    g_times, t_times, rss = [], [], 0
+    g_times, t_times, g_cpu, t_cpu, rss = [], [], [], [], 0
     found = None
     for _ in range(args.runs):
-        w, rc, _, _ = _wait_rss(grep_cmd)
+        w, rc, _, _, cpu = _wait_rss(grep_cmd)
         g_times.append(w)
-        w, rc, r, stdout = _wait_rss(triage_cmd)
+        g_cpu.append(cpu)
+        w, rc, r, stdout, cpu = _wait_rss(triage_cmd)
         t_times.append(w)
+        t_cpu.append(cpu)
         rss = max(rss, r)
         rc_json = json.loads(stdout)["root_cause"]
         found = f"{rc_json['source']}:{rc_json['line']}" if rc_json else None
@@ -131,7 +135,12 @@ def main() -> None:
     )
     target = "1.0" if args.grep_patterns else "2.0"
     print(f"ratio triage/grep: {t / g:.2f}x (target <= {target})")
-    print(f"triage peak RSS: {rss / 1024:.0f} MiB (target < 200 MiB)")
+    print(f"triage peak RSS: {rss / 1024:.0f} MiB (target < 200 MiB; the largest of its processes)")
+    gc, tc = statistics.median(g_cpu), statistics.median(t_cpu)
+    print(
+        f"CPU time (user+sys): grep median {gc:.2f} s, triage median {tc:.2f} s "
+        f"({', '.join(f'{x:.2f}' for x in t_cpu)}), ratio {tc / gc:.2f}x"
+    )
     same = (
         found is not None
         and Path(found.rsplit(":", 1)[0]).resolve() == Path(expected.rsplit(":", 1)[0]).resolve()

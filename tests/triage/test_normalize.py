@@ -140,3 +140,10 @@ def test_normaliser_never_raises_and_keeps_positions(parts):
 def test_normaliser_takes_any_bytes(raw):
     ev = normalize_line(raw, "bytes", 1)
     assert "\x00" not in ev.text
+
+
+@given(st.text(alphabet="\x1b#03[]6;m?AZaz_w \r\t:-", max_size=40))
+def test_ansi_hint_guard_never_changes_a_line(text):
+    """strip_ansi skips its (slow) substitution when `_ANSI_HINT` finds nothing: that must be exactly
+    when the substitution would find nothing either."""
+    assert bool(norm_module._ANSI_HINT.search(text)) or norm_module._ANSI.sub("", text) == text

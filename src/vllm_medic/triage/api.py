@@ -15,6 +15,7 @@ from vllm_medic.redact import redact_text
 from vllm_medic.triage.catalogue import Catalogue, load_catalogue
 from vllm_medic.triage.follow import Anomaly, follow_sources
 from vllm_medic.triage.normalize import timestamp_str
+from vllm_medic.triage.parallel import jobs_for, merge, scan_in_workers
 from vllm_medic.triage.scanner import Accumulator, SourceScanner, build_screens
 from vllm_medic.triage.sources import LogSource, check_inputs, expand_inputs, iter_streams
 from vllm_medic.triage.verdict import Verdict, judge, to_findings
@@ -100,36 +101,60 @@ def _scan(
     acc = Accumulator(warnings=warnings)
     screen, served = build_screens(catalogue)
     described: list[dict[str, Any]] = []
-    index = 0
     failed = 0
     interrupted = False
-    for src in sources:
-        if interrupted:
-            break
-        before = len(warnings)
+
+    def scan_one(i: int, into: Accumulator, index: int) -> tuple[list[dict[str, Any]], bool, bool]:
+        """(streams described, nothing read but warned, interrupted) for `sources[i]`."""
+        src, seen, before = sources[i], [], len(into.warnings)
         try:
-            for name, stream in iter_streams(src, warnings):
+            for name, stream in iter_streams(src, into.warnings):
                 scanner = SourceScanner(
-                    catalogue, screen, served, acc, index, name, rank=src.rank, node=src.node
+                    catalogue, screen, served, into, index + len(seen), name, rank=src.rank, node=src.node
                 )
                 if watch is not None:
                     watch.stream(src, stream, scanner)
                 try:
                     scanner.feed_stream(stream)
                 finally:
-                    described.append({"name": name, "lines": scanner.line_no, "bytes": scanner.total_bytes})
-                    index += 1
+                    seen.append({"name": name, "lines": scanner.line_no, "bytes": scanner.total_bytes})
         except OSError as exc:
-            warnings.append(f"{src.name}: cannot read ({exc}), skipped")
+            into.warnings.append(f"{src.name}: cannot read ({exc}), skipped")
+        except KeyboardInterrupt:
+            into.warnings.append(
+                f"interrupted while reading {src.name}: the verdict covers only what was read before"
+            )
+            return seen, False, True
+        unread = len(into.warnings) > before and not any(d["lines"] for d in seen[-1:])
+        return seen, unread, False
+
+    jobs = jobs_for(sources)
+    if jobs > 1:
+        # Files only: one stream each, so file i is source index i in every worker.
+        def work(i: int) -> tuple[Accumulator, list[dict[str, Any]], bool]:
+            part = Accumulator(warnings=[])
+            seen, unread, _ = scan_one(i, part, i)
+            return part, seen, unread
+
+        done = 0
+        try:
+            for part, seen, unread in scan_in_workers(len(sources), jobs, catalogue, work):
+                merge(acc, part)
+                described.extend(seen)
+                failed += unread
+                done += 1
         except KeyboardInterrupt:
             interrupted = True
             warnings.append(
-                f"interrupted while reading {src.name}: the verdict covers only what was read before"
+                f"interrupted while reading {sources[done].name}: the verdict covers only what was read before"
             )
-        if len(warnings) > before and not any(
-            d["lines"] for d in described[-1:] if d["name"].startswith(src.name)
-        ):
-            failed += 1
+    else:
+        for i in range(len(sources)):
+            seen, unread, interrupted = scan_one(i, acc, len(described))
+            described.extend(seen)
+            failed += unread
+            if interrupted:
+                break
     if sources and failed == len(sources) and not interrupted:
         raise ToolError("nothing could be read: " + "; ".join(warnings))
     return TriageResult(judge(acc, catalogue), described, warnings, catalogue.files, interrupted)

@@ -29,6 +29,7 @@ _SIG_KEYS = {
     "fix",
     "docs",
     "examples",
+    "screen",
 }
 
 
@@ -47,6 +48,9 @@ class Signature:
     origin: str = ""
     # Real lines this signature must claim, each with the public URL (or test-data path) it came from.
     examples: tuple[tuple[str, str], ...] = ()
+    # What the bulk screen looks for instead of `patterns`: a superset of their lines that is cheaper
+    # to screen for (the exact patterns still decide). Empty: the patterns themselves.
+    screen: tuple[str, ...] = ()
 
     @property
     def strong(self) -> bool:
@@ -79,8 +83,12 @@ class Catalogue:
         return next((s for s in self.signatures if s.id == sig_id), None)
 
     def raw_patterns(self) -> list[str]:
-        """Every line-level pattern (not traceback-frame ones), for the prefilter and the grep baseline."""
+        """Every line-level pattern (not traceback-frame ones): the grep baseline's patterns."""
         return [p.pattern for s in self.signatures for p in s.patterns]
+
+    def screen_patterns(self) -> list[str]:
+        """What the bulk screen must let through: each signature's `screen` patterns, else its own."""
+        return [p for s in self.signatures for p in (s.screen or tuple(q.pattern for q in s.patterns))]
 
 
 def _fail(origin: str, where: str, why: str) -> UsageError:
@@ -202,6 +210,9 @@ def parse_signature(entry: Any, origin: str, index: int) -> Signature:
     title = entry.get("title")
     if not isinstance(title, str) or not title.strip():
         raise _fail(origin, where, "needs a `title`")
+    screen = tuple(p.pattern for p in _compile(origin, f"{where} screen", entry.get("screen")))
+    if screen and not patterns:
+        raise _fail(origin, where, "`screen` stands in for `patterns`: give the patterns too")
     return Signature(
         id=sid,
         patterns=patterns,
@@ -215,6 +226,7 @@ def parse_signature(entry: Any, origin: str, index: int) -> Signature:
         runtime_category=runtime_category,
         origin=origin,
         examples=_examples(origin, where, entry.get("examples")),
+        screen=screen,
     )
 
 

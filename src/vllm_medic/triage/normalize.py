@@ -15,6 +15,9 @@ from datetime import datetime
 _ANSI = re.compile(
     r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]|#033\[[0-9;?]*[A-Za-z]|(?<![\w\]])\[(?:\d{1,3};)*\d{1,3}m"
 )
+# Every _ANSI match holds one of these; a line without any (most lines: "[file.py:1]" is no colour
+# code) skips the substitution, which is slow because of the lookbehind.
+_ANSI_HINT = re.compile(r"\x1b|#033\[|\[\d")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 # Timestamps, tried in this order at the start of what is left of the line.
@@ -136,7 +139,8 @@ def decode(raw: bytes) -> str:
 
 
 def strip_ansi(text: str) -> str:
-    text = _ANSI.sub("", text)
+    if _ANSI_HINT.search(text):
+        text = _ANSI.sub("", text)
     if "\r" in text:
         # A carriage return inside a line is a progress bar redraw: keep what was drawn last.
         parts = [p for p in text.split("\r") if p.strip()]
@@ -281,7 +285,8 @@ def normalize_line(
         tags = m.group(0).strip().removesuffix(">>>").strip()
         ev.origin = f"{ev.origin} {tags}" if ev.origin else tags
         rest = rest[m.end() :]  # "[MainThread] [asyncio] >>> " left by custom logging formats
-    rest = _RAY_REPEAT.sub("", rest)
+    if "[repeated " in rest:
+        rest = _RAY_REPEAT.sub("", rest)
     ev.message = rest
     return ev
 

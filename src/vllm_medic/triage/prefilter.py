@@ -1,18 +1,28 @@
-"""One combined regex over whole blocks of bytes, so the per-signature work runs only on rare lines.
+"""One combined screen over whole blocks of bytes, so the per-signature work runs only on rare lines.
 
-With google-re2 installed (a core dependency) the screen is a DFA and runs at disk speed; patterns
-RE2 cannot compile (lookarounds, backreferences in a user catalogue) fall back to Python's `re`.
+Engines, fastest first: Hyperscan (the `hyperscan` package, installed with vllm-medic on x86-64
+Linux: SIMD multi-literal search, about 1.5 GB/s over real serving noise against RE2's 0.45), then
+google-re2 (a core dependency, a DFA), then Python's `re` for what neither can compile (lookarounds,
+backreferences in a user catalogue). Every engine only has to let through a superset of the lines
+some pattern matches: the exact patterns run on those lines afterwards.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable
+
+from vllm_medic.triage import screen_cache
 
 try:  # pragma: no cover - exercised implicitly; the fallback is tested by forcing it
     import re2 as _re2
 except ImportError:  # pragma: no cover
     _re2 = None
+try:  # pragma: no cover - optional accelerator (no wheel outside x86-64 Linux)
+    import hyperscan as _hs
+except ImportError:  # pragma: no cover
+    _hs = None
 
 # Lines that are anomalies even when no signature knows them (the `other` fallback), plus the
 # traceback header so tracebacks are always folded.
@@ -40,14 +50,24 @@ SERVED_PATTERNS = (
 
 def _scoped(pattern: str) -> str:
     """A leading global flag like `(?i)` must become a scoped group once patterns are joined."""
-    m = re.match(r"^\(\?([aiLmsux]+)\)", pattern)
+    m = _LEADING_FLAGS.match(pattern)
     return f"(?{m.group(1)}:{pattern[m.end() :]})" if m else f"(?:{pattern})"
 
 
+_LEADING_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
+
+
 def loosen(pattern: str) -> str:
-    """Bounded gaps `.{0,120}` make RE2's DFA explode when ~100 patterns are joined; `.*` (within a line)
-    matches a superset, which is all a prefilter needs: the exact pattern runs on the line afterwards."""
-    return _BOUNDED_GAP.sub(".*", pattern)
+    """The screen form of a pattern: a superset of the lines it matches, cheaper to screen for.
+
+    Bounded gaps `.{0,120}` make RE2's DFA explode when ~100 patterns are joined, and Hyperscan pays
+    for every bounded repeat; `.*` (within a line) matches a superset. A leading `^` is dropped: the
+    exact pattern runs on the message, which starts after the line's prefix (timestamp, level)."""
+    m = _LEADING_FLAGS.match(pattern)
+    flags, body = (pattern[: m.end()], pattern[m.end() :]) if m else ("", pattern)
+    if body.startswith("^"):
+        body = body[1:]
+    return flags + _BOUNDED_GAP.sub(".*", body)
 
 
 _BOUNDED_GAP = re.compile(r"\.\{\d*,\d+\}\??")
@@ -58,11 +78,20 @@ def _to_bytes_pattern(patterns: Iterable[str]) -> bytes:
 
 
 class Screen:
-    """`search(block)` -> first match offset or -1; `positions(block)` -> every match start."""
+    """`search(block)` -> offset inside the first matching line or -1; `positions(block)` -> an
+    offset inside each matching line (sorted; a line may appear more than once).
 
-    def __init__(self, patterns: Iterable[str], *, use_re2: bool = True) -> None:
+    Both take an optional `end`: only `block[:end]` is screened (a block read from a file ends with a
+    partial line that belongs to the next one). Offsets are where a match starts (RE2, `re`) or the
+    last byte of a match (Hyperscan, which reports match ends); either lies inside the matching line,
+    which is all the scanner uses them for."""
+
+    def __init__(self, patterns: Iterable[str], *, use_re2: bool = True, use_hyperscan: bool = False) -> None:
         pats = [p for p in dict.fromkeys(patterns) if p]
         self.engine = "re"
+        self._hs = None
+        if use_hyperscan and _hs is not None and pats:
+            self._hs, pats = screen_cache.hyperscan_database(_hs, [loosen(p) for p in pats], pats)
         fast: list[str] = []
         slow: list[str] = []
         for p in pats:
@@ -76,37 +105,58 @@ class Screen:
             options.max_mem = 256 << 20  # the DFA for ~100 joined patterns needs more than the 8 MiB default
             self._fast = _re2.compile(_to_bytes_pattern(loosen(p) for p in fast), options)
         self._slow = re.compile(_to_bytes_pattern(slow), re.MULTILINE) if slow else None
-        if self._fast is not None:
-            self.engine = "re2" if not slow else "re2+re"
+        names = [n for n, e in (("hyperscan", self._hs), ("re2", self._fast), ("re", self._slow)) if e]
+        self.engine = "+".join(names) or "re"
 
-    def search(self, block: bytes, start: int = 0) -> int:
+    def search(self, block: bytes, start: int = 0, end: int | None = None) -> int:
+        end = len(block) if end is None else end
         best = -1
+        if self._hs is not None:
+            best = _hs_first(self._hs, memoryview(block)[start:end])
+            best = best + start if best >= 0 else -1
         for rx in (self._fast, self._slow):
             if rx is None:
                 continue
-            m = rx.search(block, start)
+            m = rx.search(block, start, end)
             if m is not None and (best < 0 or m.start() < best):
                 best = m.start()
         return best
 
-    def positions(self, block: bytes) -> list[int]:
+    def positions(self, block: bytes, end: int | None = None) -> list[int]:
+        end = len(block) if end is None else end
         out: list[int] = []
+        if self._hs is not None:
+            view = memoryview(block)[:end] if end < len(block) else block
+            self._hs.scan(view, match_event_handler=lambda _id, _from, to, _flags, _ctx: out.append(to - 1))
         for rx in (self._fast, self._slow):
             if rx is None:
                 continue
             pos = 0
             while True:
-                m = rx.search(block, pos)
+                m = rx.search(block, pos, end)
                 if m is None:
                     break
                 out.append(m.start())
                 # Skip to the end of the line: one hit per line is enough.
-                nl = block.find(b"\n", m.start())
+                nl = block.find(b"\n", m.start(), end)
                 if nl < 0:
                     break
                 pos = nl + 1
-        out.sort()
+        out.sort()  # Hyperscan reports in order of match end, per pattern: one sort for all
         return out
+
+
+def _hs_first(db: object, view: memoryview) -> int:
+    """Offset of the last byte of the first match (Hyperscan reports matches in order of their end)."""
+    found: list[int] = []
+
+    def first(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> bool:
+        found.append(to - 1)
+        return True  # stop the scan
+
+    with contextlib.suppress(_hs.ScanTerminated):
+        db.scan(view, match_event_handler=first)  # type: ignore[attr-defined]
+    return found[0] if found else -1
 
 
 def _re2_ok(pattern: str) -> bool:

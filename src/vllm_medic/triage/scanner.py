@@ -1,20 +1,25 @@
-"""Stream a log in large binary blocks; only blocks the prefilter flags are split into lines.
+"""Stream a log in large binary blocks; only the lines the prefilter flags (and their context) are
+ever cut out of a block.
 
 Memory stays bounded whatever the input: one block (4 MiB) plus, per signature and source, the
 first occurrence and a few counters. A line longer than `MAX_LINE_BYTES` is cut for matching and
-the rest of it skipped without being held.
+the rest of it skipped without being held. A regular file is read with `pread` straight into the
+block (the partial last line is read again with the next block instead of being copied onto it).
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import re
+import stat
 import zlib
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import BinaryIO
+from typing import BinaryIO, overload
 
 from vllm_medic.triage.catalogue import Catalogue, Signature
 from vllm_medic.triage.families import FamilyVerdict, frames_above, load_families
@@ -179,20 +184,35 @@ class SourceScanner:
         leftover = b""
         skipping_long = False
         read1 = getattr(stream, "read1", None)
+        fd = _regular_file(stream)
+        next_off = os.lseek(fd, 0, os.SEEK_CUR) if fd is not None else 0
         failed = False
         while not failed:
-            data, error = _read_block(stream, read1)
+            if fd is not None:
+                # `leftover` is the tail of the previous block: read it again with the new bytes, so the
+                # block is the very object `read` returned (no 4 MiB copy to prepend it).
+                buf, error = _pread_block(fd, next_off - len(leftover), len(leftover) + BLOCK_BYTES)
+                data_len = max(0, len(buf) - len(leftover))
+                if not data_len:
+                    buf = leftover
+            else:
+                data, error = _read_block(stream, read1)
+                data_len = len(data)
             if error is not None:
                 failed = True
-                read_lines = self.line_no + (leftover + data).count(b"\n")
+                read_lines = (
+                    self.line_no + leftover.count(b"\n") + (0 if fd is not None else data.count(b"\n"))
+                )
                 self.acc.warnings.append(
                     f"{self.name}: read stopped after line {read_lines} "
                     f"({type(error).__name__}: {error}); the part before it was scanned"
                 )
-            if not data:
+            if not data_len:
                 break
-            self.total_bytes += len(data)
-            buf = leftover + data if leftover else data
+            self.total_bytes += data_len
+            next_off += data_len
+            if fd is None:
+                buf = leftover + data if leftover else data
             if skipping_long:
                 nl = buf.find(b"\n")
                 if nl < 0:
@@ -209,14 +229,14 @@ class SourceScanner:
                 else:
                     leftover = buf
                 continue
-            self._block(buf[: cut + 1])
+            self._block(buf, cut + 1)
             leftover = buf[cut + 1 :]
             if len(leftover) > MAX_LINE_BYTES:
                 self._long_line(leftover)
                 skipping_long = True
                 leftover = b""
         if leftover:
-            self._block(leftover + b"\n")
+            self._block(leftover + b"\n", len(leftover) + 1)
         for cut in self.folder.flush():
             self._consider_cut(cut, self._last_lines, cut.line - self._last_base - 1, self._last_base)
         self.acc.lines[self.index] = self.line_no
@@ -227,25 +247,25 @@ class SourceScanner:
             f"{self.name}: line {self.line_no + 1} is longer than {MAX_LINE_BYTES // 1024} KiB; "
             "only its start was scanned"
         )
-        self._block(head[:MAX_LINE_BYTES] + b"\n")
+        line = head[:MAX_LINE_BYTES] + b"\n"
+        self._block(line, len(line))
 
-    def _block(self, block: bytes) -> None:
-        if self.index not in self.acc.served and self.served_screen.search(block) >= 0:
-            self._note_served(block)
-        if self.index not in self.acc.ok_access and _OK_ACCESS.search(block) >= 0:
+    def _block(self, block: bytes, end: int) -> None:
+        """Scan `block[:end]` (whole lines; what follows `end` belongs to the next block)."""
+        if self.index not in self.acc.served and self.served_screen.search(block, 0, end) >= 0:
+            self._note_served(block, end)
+        if self.index not in self.acc.ok_access and _OK_ACCESS.search(block, 0, end) >= 0:
             self.acc.ok_access.add(self.index)
-        positions = self.screen.positions(block)
+        positions = self.screen.positions(block, end)
         if not positions and not self.folder.inside:
-            self._skip(block)
+            self._skip(block, end)
             return
-        lines = block.split(b"\n")
-        lines.pop()
-        wanted = _line_indices(block, positions)
+        wanted, starts, n = _candidate_lines(block, end, positions)
+        lines = BlockLines(block, end, n)
         self._fill_after(lines)
         base = self.line_no
         # Only candidate lines are looked at, plus every line while a traceback is open (its frames
         # are what the folder needs): jump from candidate to candidate instead of walking the block.
-        n = len(lines)
         w = 0
         i = -1
         while True:
@@ -255,6 +275,7 @@ class SourceScanner:
                     w += 1
                 if w == len(wanted):
                     break
+                lines.anchor(wanted[w], starts[w])
                 i = _frames_above(lines, wanted[w], i)
                 if i == 0 and self._carry and _tb_material(lines[0]):
                     self._fold_carry(base)
@@ -277,32 +298,32 @@ class SourceScanner:
                 continue
             self._consider(kept, lines, max(0, i - (ev.line - kept.line)), base)
         if self.index in self.acc.refusing or self._refused_in_block:
-            self._settle_refusals(block)
+            self._settle_refusals(block, end)
         self._last_lines, self._last_base = lines, base
         self._carry = lines[-_CARRY_LINES:]
-        self.line_no = base + len(lines)
+        self.line_no = base + n
         self._update_tail_and_time(lines)
 
-    def _skip(self, block: bytes) -> None:
-        n = block.count(b"\n")
+    def _skip(self, block: bytes, end: int) -> None:
+        n = block.count(b"\n", 0, end)
         if n >= CONTEXT_LINES + 1 or not self.tail:
-            start = len(block)
+            start = end
             for _ in range(min(n, 64) + 1):
                 start = block.rfind(b"\n", 0, start - 1) if start > 1 else -1
                 if start < 0:
                     break
-            tail_lines = block[start + 1 :].split(b"\n")[:-1]
+            tail_lines = block[start + 1 : end].split(b"\n")[:-1]
         else:
-            tail_lines = block.split(b"\n")[:-1]
+            tail_lines = block[:end].split(b"\n")[:-1]
         if self.pending_after:
-            self._fill_after(block[: 4096 * CONTEXT_LINES].split(b"\n")[:CONTEXT_LINES])
-        if self.index in self.acc.refusing and _OK_ACCESS.search(block) >= 0:
+            self._fill_after(block[: min(end, 4096 * CONTEXT_LINES)].split(b"\n")[:CONTEXT_LINES])
+        if self.index in self.acc.refusing and _OK_ACCESS.search(block, 0, end) >= 0:
             del self.acc.refusing[self.index]  # a request was answered again after the refusal
         self.line_no += n
         self._carry = tail_lines[-_CARRY_LINES:]
         self._update_tail_and_time(tail_lines)
 
-    def _update_tail_and_time(self, lines: list[bytes]) -> None:
+    def _update_tail_and_time(self, lines: Sequence[bytes]) -> None:
         for raw in lines[-CONTEXT_LINES:]:
             self.tail.append(raw[:4096].decode("utf-8", "replace").rstrip("\r"))
         for raw in reversed(lines[-64:]):
@@ -311,10 +332,10 @@ class SourceScanner:
                 self.last_ts = ev.timestamp
                 break
 
-    def _settle_refusals(self, block: bytes) -> None:
+    def _settle_refusals(self, block: bytes, end: int) -> None:
         """After a block: the file is "refusing" when a 4xx came after its last 2xx. Only runs while a
         refusal is pending, and looks for the block's last 2xx from its end."""
-        last_ok = _last_ok_line(block)
+        last_ok = _last_ok_line(block, end)
         if last_ok >= 0 and self.index in self.acc.refusing:
             del self.acc.refusing[self.index]
         for idx, hit in self._refused_in_block:
@@ -323,7 +344,7 @@ class SourceScanner:
                 break
         self._refused_in_block = []
 
-    def _fill_after(self, lines: list[bytes]) -> None:
+    def _fill_after(self, lines: Sequence[bytes]) -> None:
         if not self.pending_after:
             return
         still = []
@@ -334,18 +355,18 @@ class SourceScanner:
                 still.append(hit)
         self.pending_after = still
 
-    def _note_served(self, block: bytes) -> None:
-        pos = self.served_screen.search(block)
+    def _note_served(self, block: bytes, end: int) -> None:
+        pos = self.served_screen.search(block, 0, end)
         start = block.rfind(b"\n", 0, pos) + 1
-        end = block.find(b"\n", pos)
-        raw = block[start : end if end >= 0 else len(block)]
+        stop = block.find(b"\n", pos, end)
+        raw = block[start : stop if stop >= 0 else end]
         ev = normalize_line(raw, self.name, self.line_no + block.count(b"\n", 0, start) + 1, year=self.year)
         if ev.timestamp is None:
             ev.timestamp = self.last_ts
         self.acc.served[self.index] = ev
 
     # -- line level --------------------------------------------------------------------------
-    def _consider(self, ev: Event, lines: list[bytes], idx: int, base: int) -> None:
+    def _consider(self, ev: Event, lines: Sequence[bytes], idx: int, base: int) -> None:
         if RUN_BANNER.search(ev.message):
             self._new_run(ev, lines, idx, base)
             return
@@ -398,7 +419,7 @@ class SourceScanner:
             if kept is not None and kept.cut is None:
                 self._consider(kept, carry, k, base - len(carry))
 
-    def _consider_cut(self, ev: Event, lines: list[bytes], idx: int, base: int) -> None:
+    def _consider_cut(self, ev: Event, lines: Sequence[bytes], idx: int, base: int) -> None:
         """A traceback that ended without its exception line (tracebacks.py): its raise statement,
         announcing line or header is considered like any line, and stands in for any hit already
         kept on that line (the announcing line was seen before its frames were known)."""
@@ -411,7 +432,7 @@ class SourceScanner:
                 if h.source_index == self.index and h.event.line == ev.line and h not in kept:
                     del self.acc.first[k]
 
-    def _note_refusal(self, hit: Hit, lines: list[bytes], idx: int, before: list[str]) -> None:
+    def _note_refusal(self, hit: Hit, lines: Sequence[bytes], idx: int, before: list[str]) -> None:
         """Remember a refused request with its context, in case no 2xx follows it in this file."""
         hit.before = before[-CONTEXT_LINES:]
         hit.after = [
@@ -423,28 +444,31 @@ class SourceScanner:
         else:
             self._refused_in_block.append((idx, hit))
 
-    def _new_run(self, ev: Event, lines: list[bytes], idx: int, base: int) -> None:
-        """A restart banner: later hits belong to a new run; served evidence is looked for afresh."""
+    def _new_run(self, ev: Event, lines: BlockLines, idx: int, base: int) -> None:
+        """A restart banner: later hits belong to a new run; served evidence is looked for afresh
+        in the rest of the block (later blocks look for it themselves)."""
         runs = self.acc.banners.setdefault(self.index, [])
         if len(runs) < _MAX_RUNS:
             if ev.timestamp is None:
                 ev.timestamp = self._inherit_time(lines, idx)
             runs.append(ev)
         self.acc.served.pop(self.index, None)
-        rest = b"\n".join(lines[idx + 1 :])
-        pos = self.served_screen.search(rest)
+        if idx + 1 >= len(lines):
+            return
+        block, rest, stop = lines.block, lines.start(idx + 1), lines.end - 1
+        pos = self.served_screen.search(block, rest, stop)
         if pos >= 0:
-            start = rest.rfind(b"\n", 0, pos) + 1
-            end = rest.find(b"\n", pos)
-            line_no = base + idx + 2 + rest.count(b"\n", 0, start)
+            start = block.rfind(b"\n", rest, pos) + 1 or rest
+            end = block.find(b"\n", pos, stop)
+            line_no = base + idx + 2 + block.count(b"\n", rest, start)
             served = normalize_line(
-                rest[start : end if end >= 0 else len(rest)], self.name, line_no, year=self.year
+                block[start : end if end >= 0 else stop], self.name, line_no, year=self.year
             )
             if served.timestamp is None:
                 served.timestamp = ev.timestamp
             self.acc.served[self.index] = served
 
-    def _inherit_time(self, lines: list[bytes], idx: int) -> datetime | None:
+    def _inherit_time(self, lines: Sequence[bytes], idx: int) -> datetime | None:
         for j in range(idx - 1, max(-1, idx - 200), -1):
             ev = normalize_line(lines[j][:512], self.name, 0, year=self.year)
             if ev.timestamp is not None:
@@ -468,20 +492,38 @@ def unclaimed_kind(ev: Event, generic: bool) -> str | None:
     return "generic" if generic else None
 
 
-def _last_ok_line(block: bytes) -> int:
+def _last_ok_line(block: bytes, end: int) -> int:
     """Block-local index of the last line answered 2xx, or -1: probes backwards from the end, so a
     serving log (2xx near the end) costs a few bytes, a block without one a reverse byte scan."""
     best = -1
     for needle in _OK_NEEDLES:
-        end = len(block)
-        while (pos := block.rfind(needle, 0, end)) >= 0:
+        probe = end
+        while (pos := block.rfind(needle, 0, probe)) >= 0:
             start = block.rfind(b"\n", 0, pos) + 1
-            stop = block.find(b"\n", pos)
-            if _OK_ACCESS.search(block[start : stop if stop >= 0 else len(block)]) >= 0:
+            stop = block.find(b"\n", pos, end)
+            if _OK_ACCESS.search(block[start : stop if stop >= 0 else end]) >= 0:
                 best = max(best, block.count(b"\n", 0, start))
                 break
-            end = pos
+            probe = pos
     return best
+
+
+def _regular_file(stream: BinaryIO) -> int | None:
+    """The descriptor of a stream that is a plain file read from its start (pread-able), else None."""
+    if not isinstance(stream, io.FileIO):
+        return None
+    try:
+        fd = stream.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _pread_block(fd: int, offset: int, size: int) -> tuple[bytes, BaseException | None]:
+    try:
+        return os.pread(fd, size, offset), None
+    except OSError as exc:
+        return b"", exc
 
 
 def _read_block(stream: BinaryIO, read1: object) -> tuple[bytes, BaseException | None]:
@@ -512,7 +554,7 @@ def _read_block(stream: BinaryIO, read1: object) -> tuple[bytes, BaseException |
     return b"".join(parts), None
 
 
-def _frames_above(lines: list[bytes], target: int, floor: int) -> int:
+def _frames_above(lines: Sequence[bytes], target: int, floor: int) -> int:
     """Where to start for the candidate line `target` (the scan jumps from candidate to candidate):
     at the first frame of a traceback printed right above it without its header (an excerpt that
     starts mid-traceback), so its frames are folded onto it; else at `target`. Looks back at most
@@ -544,35 +586,115 @@ def _tb_material(raw: bytes) -> bool:
     return _FRAME_BYTES in raw or raw[:1] in (b" ", b"\t")
 
 
-def _line_indices(block: bytes, positions: list[int]) -> list[int]:
-    """Sorted, distinct block-local line indices of the (sorted) match offsets."""
-    out: list[int] = []
+def _candidate_lines(block: bytes, end: int, positions: list[int]) -> tuple[list[int], list[int], int]:
+    """(sorted distinct line indices of the sorted match offsets, where each of those lines starts, how
+    many lines `block[:end]` holds). One pass of newline counting over the block, in pieces."""
+    indices: list[int] = []
+    starts: list[int] = []
     count = 0
     last = 0
     for pos in positions:
+        if pos >= end:
+            break
         count += block.count(b"\n", last, pos)
         last = pos
-        if not out or out[-1] != count:
-            out.append(count)
-    return out
+        if not indices or indices[-1] != count:
+            indices.append(count)
+            starts.append(block.rfind(b"\n", 0, pos) + 1)
+    return indices, starts, count + block.count(b"\n", last, end)
 
 
-def build_screens(catalogue: Catalogue, *, use_re2: bool | None = None) -> tuple[Screen, Screen]:
-    if (
-        use_re2 is None
-    ):  # VLLM_MEDIC_TRIAGE_NO_RE2=1 forces the pure-Python screen (what runs without google-re2)
+class BlockLines(Sequence[bytes]):
+    """The lines of `block[:end]` (without their newlines) as a read-only sequence, each cut out on
+    demand by walking newline to newline from the nearest line whose start is known: the block's two
+    ends, the current candidate (`anchor`) and the last line looked up. The scan looks at candidates
+    and a few lines around them, so this costs a few `find` calls where `split` would copy every line
+    of the 4 MiB block."""
+
+    __slots__ = ("block", "end", "_n", "_anchor", "_last")
+
+    def __init__(self, block: bytes, end: int, n: int) -> None:
+        self.block = block
+        self.end = end
+        self._n = n
+        self._anchor = (0, 0)
+        self._last = (0, 0)
+
+    def anchor(self, index: int, start: int) -> None:
+        self._anchor = (index, start)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def start(self, i: int) -> int:
+        """Offset where line `i` starts (0 <= i <= len: line len "starts" at `end`)."""
+        j, off = min(
+            (self._anchor, self._last, (0, 0), (self._n, self.end)), key=lambda known: abs(known[0] - i)
+        )
+        block = self.block
+        while j < i:
+            off = block.find(b"\n", off, self.end) + 1
+            j += 1
+        while j > i:
+            off = block.rfind(b"\n", 0, off - 1) + 1
+            j -= 1
+        self._last = (i, off)
+        return off
+
+    def _line(self, off: int) -> bytes:
+        return self.block[off : self.block.find(b"\n", off, self.end)]
+
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[bytes]: ...
+
+    def __getitem__(self, i: int | slice) -> bytes | list[bytes]:
+        if isinstance(i, slice):
+            lo, hi, step = i.indices(self._n)
+            if step != 1:
+                raise ValueError("BlockLines slices have no step")
+            out: list[bytes] = []
+            if lo < hi:
+                off = self.start(lo)
+                for _ in range(lo, hi):
+                    nl = self.block.find(b"\n", off, self.end)
+                    out.append(self.block[off:nl])
+                    off = nl + 1
+                self._last = (hi, off)
+            return out
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("line index out of range")
+        return self._line(self.start(i))
+
+
+def build_screens(
+    catalogue: Catalogue, *, use_re2: bool | None = None, use_hyperscan: bool | None = None
+) -> tuple[Screen, Screen]:
+    """The bulk screen (every pattern a candidate line may need) and the served-traffic screen.
+
+    VLLM_MEDIC_TRIAGE_NO_RE2=1 forces the pure-Python screen (what runs without google-re2);
+    VLLM_MEDIC_TRIAGE_NO_HYPERSCAN=1 the RE2 one (what runs where the hyperscan wheel is missing)."""
+    if use_re2 is None:
         use_re2 = os.environ.get("VLLM_MEDIC_TRIAGE_NO_RE2", "") in ("", "0")
+    if use_hyperscan is None:
+        use_hyperscan = use_re2 and os.environ.get("VLLM_MEDIC_TRIAGE_NO_HYPERSCAN", "") in ("", "0")
     families = load_families()
     return (
         Screen(
             [
-                *catalogue.raw_patterns(),
+                *catalogue.screen_patterns(),
                 *GENERIC_PATTERNS,
                 *families.screen_patterns(),
                 *RUN_BANNERS,
                 ANNOUNCE.pattern,
             ],
             use_re2=use_re2,
+            use_hyperscan=use_hyperscan,
         ),
+        # Searched once per block until found: RE2 stops at the first match, which is early.
         Screen([*SERVED_PATTERNS, *SERVED_EXTRA], use_re2=use_re2),
     )
