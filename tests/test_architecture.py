@@ -20,8 +20,6 @@ LENGTH_CHECKED = ("checks", "health", "cache", "plan")
 # once it is split. Keys are "package/module.py:function".
 LONG_FUNCTIONS_ALLOWED = {
     "cache/cli.py:flag_command",  # split after the i12/i14 merges
-    "cache/cli.py:probe_command",  # split after the i12/i14 merges
-    "cache/probe.py:probe_findings",  # split after the i12/i14 merges
     "plan/cli.py:plan_command",  # split after the i12/i14 merges
 }
 

@@ -37,7 +37,6 @@ _COMMAND_MODULES = (
     "vllm_medic.plan.cli",
     "vllm_medic.sim.cli",
     "vllm_medic.history.cli",
-    "vllm_medic.cluster.cli",
     "vllm_medic.health.cli",
 )
 

@@ -225,3 +225,37 @@ def test_unexplained_miss_says_what_to_capture_next() -> None:
     assert any("Capture next" in s for s in f["fix"])
     repeat = by_name(out)["fixed#2 (repeat)"]
     assert repeat["outcome"] == "miss" and repeat["expected_hit_tokens"] > 0
+
+
+@pytest.mark.parametrize(
+    ("verdict", "finding_id", "severity"),
+    [
+        ("effective", "CACHE-PROBE001", "pass"),
+        ("flag off", "CACHE-PROBE002", "fail"),
+        ("prefixes differ", "CACHE-PROBE003", "fail"),
+        ("miss expected by the retention policy", "CACHE-PROBE004", "info"),
+        ("no answers", "CACHE-PROBE007", "fail"),
+        ("unexplained miss", "CACHE-PROBE005", "fail"),
+    ],
+)
+def test_each_verdict_has_its_finding_and_two_engines_add_a_warning(verdict, finding_id, severity) -> None:  # noqa: ANN001
+    from vllm_medic.cache.probe import ProbeRecord, ProbeReport, probe_findings
+
+    records = [
+        ProbeRecord("fixed#1", {}, prompt_tokens=40, hit_tokens=0.0, engine="0", ok=True, outcome="miss"),
+        ProbeRecord(
+            "fixed#2 (repeat)", {}, prompt_tokens=40, hit_tokens=32.0, engine="1", ok=True, outcome="hit"
+        ),
+        ProbeRecord("fixed#3 (repeat)", {}, error="ReadTimeout: no answer"),
+    ]
+    report = ProbeReport("http://x", [], None, True, records, verdict, engines=2, notes=["a note"])
+    findings = probe_findings(report)
+    assert [(f.id, f.severity.value) for f in findings] == [
+        (finding_id, severity),
+        ("CACHE-PROBE006", "warn"),
+    ]
+    assert "a note" in findings[0].evidence and any("fixed#2" in e for e in findings[0].evidence)
+    if verdict == "no answers":
+        assert "1 of the fixed request's sends" in findings[0].title and "ReadTimeout" in findings[0].title
+    one_engine = ProbeReport("http://x", [], None, True, records[:1], "unexplained miss", engines=1)
+    assert [f.id for f in probe_findings(one_engine)] == ["CACHE-PROBE005"]

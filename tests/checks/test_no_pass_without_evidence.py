@@ -239,8 +239,6 @@ def test_the_good_node_passes_what_it_shows():
 @pytest.mark.parametrize("kind", ["missing", "unparsable", "timeout"])
 @pytest.mark.parametrize("source", sorted(DEGRADE))
 def test_taking_a_source_away_never_adds_a_pass_nor_keeps_one_that_needed_it(source, kind):
-    from vllm_medic.checks.facts import SOURCE_FILES
-
     s, raw = _good()
     good = {i for i, f in _run(s, raw).items() if f.severity is Severity.PASS}
     fields, needs = DEGRADE[source]
@@ -249,14 +247,14 @@ def test_taking_a_source_away_never_adds_a_pass_nor_keeps_one_that_needed_it(sou
         setattr(s, name, getattr(fresh, name))
     if source == "proc-driver-nvidia-version":
         s.extra.pop("open_kernel_module")
-    raw.pop(SOURCE_FILES[source], None)
+    raw.pop(CANONICAL_FILES[source][0], None)
     s.errors.append(SourceError(source, kind, "SYNTHETIC"))
     after = _run(s, raw)
     passed = {i for i, f in after.items() if f.severity is Severity.PASS}
     assert passed <= good, passed - good
     assert not (passed & needs), {i: after[i].title for i in passed & needs}
     for i in passed:  # a pass never quotes the file that was not read
-        assert not any(SOURCE_FILES[source] in e for e in after[i].evidence), (i, after[i].evidence)
+        assert not any(CANONICAL_FILES[source][0] in e for e in after[i].evidence), (i, after[i].evidence)
 
 
 @pytest.mark.parametrize("source", sorted(ABSENCE_RULES))

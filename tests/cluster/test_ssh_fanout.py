@@ -23,6 +23,13 @@ reason = sshd_available()
 pytestmark = pytest.mark.skipif(reason is not None, reason=reason or "")
 
 GOOD_LSMOD = DATA / "cluster" / "lsmod-rdma-peermem-loaded-SYNTHETIC.txt"
+# once dropped by the remote probe's own, shorter prefix list (issue 13); a local collection keeps them
+LAUNCHER_ENV = {
+    "RANK": "0",
+    "WORLD_SIZE": "2",
+    "FI_PROVIDER": "efa",
+    "TORCHINDUCTOR_CACHE_DIR": "/tmp/inductor",
+}
 BAD_LSMOD = DATA / "collect" / "lsmod" / "lsmod-grep-nvidia-rhel8-no-uvm-no-peermem-data-science-stack-90.txt"
 
 
@@ -34,7 +41,11 @@ def two_nodes(tmp_path_factory):
     python_dir = os.path.dirname(shutil.which("python3") or "/usr/bin/python3")
     path = f"{FAKEBIN}:{python_dir}:/usr/bin:/bin"
     servers = [
-        LocalSshd(tmp / "a", free_port(), {"PATH": path, "FAKEBIN_DIR": str(good), "NCCL_IB_HCA": "mlx5_0"}),
+        LocalSshd(
+            tmp / "a",
+            free_port(),
+            {"PATH": path, "FAKEBIN_DIR": str(good), "NCCL_IB_HCA": "mlx5_0", **LAUNCHER_ENV},
+        ),
         LocalSshd(tmp / "b", free_port(), {"PATH": path, "FAKEBIN_DIR": str(bad), "NCCL_IB_HCA": "mlx5_0"}),
     ]
     # one client key authorised on both servers
@@ -72,6 +83,7 @@ def test_collect_over_ssh_and_compare(two_nodes, tmp_path):
     snap = by[targets[0].name].result.snapshot
     assert snap.driver.version == "580.105.08" and len(snap.gpus) == 4
     assert "nvidia_peermem" in snap.kernel_modules
+    assert {k: snap.env.get(k) for k in LAUNCHER_ENV} == LAUNCHER_ENV
     assert (
         "on the node" in snap.extra["python_env"]["origin"]
         or "node's python3" in snap.extra["python_env"]["origin"]

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from vllm_medic.accept_steps import STEP_NAMES
 from vllm_medic.cli_common import JsonOpt, JunitOpt, StrictOpt, VerboseOpt
 from vllm_medic.errors import UsageError
 from vllm_medic.model import ExitCode
@@ -17,7 +18,7 @@ from vllm_medic.model import ExitCode
 def register(app: typer.Typer) -> None:
     app.command(
         "accept",
-        help="Run the acceptance loop (start, basic, prefix_reuse, ramp, soak, archive) against a live "
+        help=f"Run the acceptance loop ({', '.join(STEP_NAMES)}) against a live "
         "OpenAI-compatible server and record one acceptance sheet. Exit 0 only when every step that ran "
         "passed; 1 otherwise; 130 when interrupted (what was measured is kept); 2 usage; 3 tool error.",
         no_args_is_help=True,
@@ -28,7 +29,7 @@ def accept(
     url: Annotated[str, typer.Argument(help="Server base URL, e.g. http://127.0.0.1:8000", metavar="URL")],
     steps: Annotated[
         str | None,
-        typer.Option("--steps", help="Comma-separated subset of start,basic,prefix_reuse,ramp,soak,archive."),
+        typer.Option("--steps", help=f"Comma-separated subset of {','.join(STEP_NAMES)}."),
     ] = None,
     quick: Annotated[
         bool, typer.Option("--quick", help="Small ramp, few requests, short soak: under a minute.")

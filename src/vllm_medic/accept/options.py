@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
+from vllm_medic.accept_steps import STEP_NAMES
 from vllm_medic.errors import UsageError
-
-STEP_NAMES: tuple[str, ...] = ("start", "basic", "prefix_reuse", "ramp", "soak", "archive")
 
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}

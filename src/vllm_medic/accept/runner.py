@@ -12,36 +12,14 @@ import asyncio
 import contextlib
 import secrets
 import signal
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_medic.accept.context import RunContext
 from vllm_medic.accept.options import AcceptOptions
 from vllm_medic.accept.outcome import StepOutcome, run_verdict, skipped
+from vllm_medic.accept_steps import BY_NAME
 from vllm_medic.model import Category, Finding, Severity
-
-StepFn = Callable[[RunContext], Awaitable[StepOutcome]]
-
-NEEDS_SERVER = ("basic", "prefix_reuse", "ramp", "soak")
-
-
-def step_functions() -> dict[str, StepFn]:
-    from vllm_medic.accept.step_archive import run_archive
-    from vllm_medic.accept.step_basic import run_basic
-    from vllm_medic.accept.step_prefix import run_prefix_reuse
-    from vllm_medic.accept.step_ramp import run_ramp
-    from vllm_medic.accept.step_soak import run_soak
-    from vllm_medic.accept.step_start import run_start
-
-    return {
-        "start": run_start,
-        "basic": run_basic,
-        "prefix_reuse": run_prefix_reuse,
-        "ramp": run_ramp,
-        "soak": run_soak,
-        "archive": run_archive,
-    }
 
 
 @dataclass
@@ -140,7 +118,6 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
         partial[name] = dict(data)
         recorder.step(name, "running", [], data)
 
-    functions = step_functions()
     ctx: RunContext | None = None
     try:
         async with ServerClient(
@@ -151,7 +128,7 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
             ctx.live = live
             for name in opts.steps:
                 dead = ctx.engine_dead
-                if name in NEEDS_SERVER and (ctx.server_reachable is False or dead):
+                if BY_NAME[name].needs_server and (ctx.server_reachable is False or dead):
                     reason = dead or "the server did not become ready in the start step"
                     outcome = skipped(name, reason)
                     recorder.outcome(outcome)
@@ -159,7 +136,7 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
                     continue
                 recorder.step(name, "running", [], {})
                 try:
-                    outcome = await functions[name](ctx)
+                    outcome = await BY_NAME[name].function()(ctx)
                 except asyncio.CancelledError:
                     summary.interrupted = reasons[0] if reasons else "interrupted by Ctrl-C (SIGINT)"
                     outcome = StepOutcome(name=name, status="skipped", data=dict(partial.get(name, {})))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -318,46 +318,164 @@ def diff_command(
     raise typer.Exit(int(code))
 
 
+def _probe_extra_requests(request: Path | None) -> list[tuple[str, dict[str, Any]]]:
+    """``--request``: the user's own fixed request, streamed with usage, sent twice before the probe's."""
+    if request is None:
+        return []
+    body = _load_requests(request)[0]
+    body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    body.setdefault("max_tokens", 4)
+    return [("your request#1", body), ("your request#2 (repeat)", body)]
+
+
+def _probe_env(launch: str | None, retention_interval: int | None) -> dict[str, str]:
+    """The server environment the retention model reads: ``--launch``, then ``--retention-interval``."""
+    env: dict[str, str] = {}
+    if launch is not None:
+        from vllm_medic.collect.launch import parse_launch
+
+        parsed = parse_launch(launch)
+        env.update(parsed.env)
+        if parsed.args.get("prefix_cache_retention_interval") is not None:
+            env.setdefault(
+                "VLLM_PREFIX_CACHE_RETENTION_INTERVAL", str(parsed.args["prefix_cache_retention_interval"])
+            )
+    if retention_interval is not None:
+        env["VLLM_PREFIX_CACHE_RETENTION_INTERVAL"] = str(retention_interval)
+    return env
+
+
+class _ProbeSink:
+    """Where each request goes as it finishes (``--out`` JSON lines, ``--store`` history) and the run's end."""
+
+    def __init__(self, out: Path | None, store: str | None, url: str, filler_repeats: int) -> None:
+        self.out_file = None
+        self.history: Any = None
+        self.run_id: str | None = None
+        if out is not None:
+            try:
+                self.out_file = out.open("w", encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"cannot write --out {out}: {exc.strerror or exc}") from exc
+        if store is not None:
+            from vllm_medic.store.api import open_store
+
+            self.history = open_store(None if store == "default" else store)
+            self.run_id = self.history.start_run("cache-probe", url, {"filler_repeats": filler_repeats})
+
+    def save(self, rec: Any) -> None:  # a ProbeRecord, imported lazily
+        import json
+
+        from vllm_medic.redact import redact_obj
+
+        if self.out_file is not None:
+            self.out_file.write(json.dumps(redact_obj(rec.to_dict()), ensure_ascii=False) + "\n")
+            self.out_file.flush()
+        if self.history is not None and self.run_id is not None:
+            self.history.record_event(self.run_id, "cache_probe_request", rec.to_dict())
+
+    def interrupted(self, exc: BaseException) -> None:
+        if self.history is not None and self.run_id is not None:
+            self.history.mark_interrupted(self.run_id, f"{type(exc).__name__}: {exc}")
+            self.history.close()
+
+    def close_out(self) -> None:
+        if self.out_file is not None:
+            self.out_file.close()
+
+    def finish(self, findings: list[Any], verdict: str) -> None:
+        if self.history is None or self.run_id is None:
+            return
+        from vllm_medic.model import Severity, worst_severity
+
+        worst = worst_severity(findings)
+        self.history.record_step(
+            self.run_id,
+            {
+                "name": "prefix-cache probe",
+                "status": {Severity.FAIL: "fail", Severity.WARN: "warn"}.get(worst, "pass"),
+                "findings": findings,
+                "data": {"verdict": verdict},
+            },
+        )
+        self.history.finish_run(self.run_id, "fail" if worst is Severity.FAIL else "pass")
+        self.history.close()
+
+
+def _probe_payload(report: Any, out: Path | None, run_id: str | None) -> dict[str, Any]:
+    """The ``--json`` fields beyond the findings: the probe's verdict, policy and every request."""
+    policy = report.policy
+    return {
+        "url": report.url,
+        "verdict": report.verdict,
+        "flag_on": report.flag_on,
+        "engines": report.engines,
+        "cache_config_info": report.cache_config,
+        "retention_policy": None
+        if policy is None
+        else {
+            "block_size": policy.block_size,
+            "hybrid": policy.hybrid,
+            "mamba_cache_mode": policy.mamba_cache_mode,
+            "interval": policy.interval,
+            "hash_block_size": policy.hash_block_size,
+            "sources": list(policy.sources),
+        },
+        "requests": [r.to_dict() for r in report.records],
+        "notes": report.notes,
+        "out": str(out) if out else None,
+        "run_id": run_id,
+    }
+
+
+_ProbeLogsOpt = Annotated[
+    Path | None, typer.Option("--logs", help="The server's log file: keep the lines written per request.")
+]
+_ProbeOutOpt = Annotated[
+    Path | None, typer.Option("--out", help="Write one JSON line per request here (as they finish).")
+]
+_ProbeRequestOpt = Annotated[
+    Path | None,
+    typer.Option("--request", help="Your own fixed chat request (JSON): sent twice before the probe's."),
+]
+_FillerRepeatsOpt = Annotated[
+    int, typer.Option("--filler-repeats", min=1, max=20000, help="Length of the fixed prefix.")
+]
+_RetentionIntervalOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--retention-interval",
+        help="VLLM_PREFIX_CACHE_RETENTION_INTERVAL of the server, if /metrics lacks it.",
+    ),
+]
+_ProbeLaunchOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--launch",
+        help="The server's launch (text or file): VLLM_PREFIX_CACHE_RETENTION_INTERVAL, mamba mode.",
+    ),
+]
+_ProbeStoreOpt = Annotated[
+    str | None,
+    typer.Option("--store", help="Also record the run in the history: a SQLAlchemy URL, or 'default'."),
+]
+_ProbeTimeoutOpt = Annotated[
+    str,
+    typer.Option("--timeout", help="Per-request timeout, e.g. 60s, 5m (default 300s).", metavar="DURATION"),
+]
+
+
 @cache_app.command("probe")
 def probe_command(
     url: Annotated[str, typer.Argument(help="Server base URL, e.g. http://127.0.0.1:8000")],
-    logs: Annotated[
-        Path | None, typer.Option("--logs", help="The server's log file: keep the lines written per request.")
-    ] = None,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Write one JSON line per request here (as they finish).")
-    ] = None,
-    request: Annotated[
-        Path | None,
-        typer.Option("--request", help="Your own fixed chat request (JSON): sent twice before the probe's."),
-    ] = None,
-    filler_repeats: Annotated[
-        int, typer.Option("--filler-repeats", min=1, max=20000, help="Length of the fixed prefix.")
-    ] = 12,
-    retention_interval: Annotated[
-        int | None,
-        typer.Option(
-            "--retention-interval",
-            help="VLLM_PREFIX_CACHE_RETENTION_INTERVAL of the server, if /metrics lacks it.",
-        ),
-    ] = None,
-    launch: Annotated[
-        str | None,
-        typer.Option(
-            "--launch",
-            help="The server's launch (text or file): VLLM_PREFIX_CACHE_RETENTION_INTERVAL, mamba mode.",
-        ),
-    ] = None,
-    store: Annotated[
-        str | None,
-        typer.Option("--store", help="Also record the run in the history: a SQLAlchemy URL, or 'default'."),
-    ] = None,
-    timeout: Annotated[
-        str,
-        typer.Option(
-            "--timeout", help="Per-request timeout, e.g. 60s, 5m (default 300s).", metavar="DURATION"
-        ),
-    ] = "300s",
+    logs: _ProbeLogsOpt = None,
+    out: _ProbeOutOpt = None,
+    request: _ProbeRequestOpt = None,
+    filler_repeats: _FillerRepeatsOpt = 12,
+    retention_interval: _RetentionIntervalOpt = None,
+    launch: _ProbeLaunchOpt = None,
+    store: _ProbeStoreOpt = None,
+    timeout: _ProbeTimeoutOpt = "300s",
     api_key_env: ApiKeyEnvOpt = "VLLM_API_KEY",
     as_json: JsonOpt = False,
     junit: JunitOpt = None,
@@ -376,50 +494,9 @@ def probe_command(
 
     url = _check_url(url, "URL")
     timeout_s = parse_duration(timeout, "--timeout")
-    extra = []
-    if request is not None:
-        body = _load_requests(request)[0]
-        body = {**body, "stream": True, "stream_options": {"include_usage": True}}
-        body.setdefault("max_tokens", 4)
-        extra = [("your request#1", body), ("your request#2 (repeat)", body)]
-    env: dict[str, str] = {}
-    if launch is not None:
-        from vllm_medic.collect.launch import parse_launch
-
-        parsed = parse_launch(launch)
-        env.update(parsed.env)
-        if parsed.args.get("prefix_cache_retention_interval") is not None:
-            env.setdefault(
-                "VLLM_PREFIX_CACHE_RETENTION_INTERVAL", str(parsed.args["prefix_cache_retention_interval"])
-            )
-    if retention_interval is not None:
-        env["VLLM_PREFIX_CACHE_RETENTION_INTERVAL"] = str(retention_interval)
-    out_file = None
-    if out is not None:
-        try:
-            out_file = out.open("w", encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write --out {out}: {exc.strerror or exc}") from exc
-
-    history = None
-    run_id = None
-    if store is not None:
-        from vllm_medic.store.api import open_store
-
-        history = open_store(None if store == "default" else store)
-        run_id = history.start_run("cache-probe", url, {"filler_repeats": filler_repeats})
-
-    def save(rec) -> None:  # noqa: ANN001 - ProbeRecord, imported lazily
-        import json
-
-        from vllm_medic.redact import redact_obj
-
-        if out_file is not None:
-            out_file.write(json.dumps(redact_obj(rec.to_dict()), ensure_ascii=False) + "\n")
-            out_file.flush()
-        if history is not None and run_id is not None:
-            history.record_event(run_id, "cache_probe_request", rec.to_dict())
-
+    extra = _probe_extra_requests(request)
+    env = _probe_env(launch, retention_interval)
+    sink = _ProbeSink(out, store, url, filler_repeats)
     try:
         report = asyncio.run(
             run_probe(
@@ -429,63 +506,25 @@ def probe_command(
                 log_path=logs,
                 env=env,
                 extra_requests=extra,
-                on_record=save,
+                on_record=sink.save,
                 timeout_s=timeout_s,
                 live=LiveLine(wanted(as_json)),
             )
         )
     except BaseException as exc:
-        if history is not None and run_id is not None:
-            history.mark_interrupted(run_id, f"{type(exc).__name__}: {exc}")
-            history.close()
+        sink.interrupted(exc)
         raise
     finally:
-        if out_file is not None:
-            out_file.close()
+        sink.close_out()
     findings = probe_findings(report)
-    if history is not None and run_id is not None:
-        from vllm_medic.model import Severity, worst_severity
-
-        worst = worst_severity(findings)
-        history.record_step(
-            run_id,
-            {
-                "name": "prefix-cache probe",
-                "status": {Severity.FAIL: "fail", Severity.WARN: "warn"}.get(worst, "pass"),
-                "findings": findings,
-                "data": {"verdict": report.verdict},
-            },
-        )
-        history.finish_run(run_id, "fail" if worst is Severity.FAIL else "pass")
-        history.close()
-    payload = {
-        "url": report.url,
-        "verdict": report.verdict,
-        "flag_on": report.flag_on,
-        "engines": report.engines,
-        "cache_config_info": report.cache_config,
-        "retention_policy": None
-        if report.policy is None
-        else {
-            "block_size": report.policy.block_size,
-            "hybrid": report.policy.hybrid,
-            "mamba_cache_mode": report.policy.mamba_cache_mode,
-            "interval": report.policy.interval,
-            "hash_block_size": report.policy.hash_block_size,
-            "sources": list(report.policy.sources),
-        },
-        "requests": [r.to_dict() for r in report.records],
-        "notes": report.notes,
-        "out": str(out) if out else None,
-        "run_id": run_id,
-    }
+    sink.finish(findings, report.verdict)
     code = emit_findings(
         findings,
         as_json=as_json,
         junit=junit,
         strict=strict,
         suite="vllm-medic cache probe",
-        extra=payload,
+        extra=_probe_payload(report, out, sink.run_id),
         title=f"Prefix caching on {url}: {report.verdict}",
         verbose=verbose,
     )

@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vllm_medic.cache.diff import common_prefix_len
 from vllm_medic.cache.retention import Expectation, RetentionPolicy, expected_hit, policy_from
+from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.serve.metrics import (
     PREFIX_CACHE_HITS,
     PREFIX_CACHE_QUERIES,
@@ -324,9 +326,7 @@ def _line(r: ProbeRecord) -> str:
     )
 
 
-def probe_findings(report: ProbeReport) -> list[Any]:
-    from vllm_medic.model import Category, Finding, Severity
-
+def _evidence(report: ProbeReport) -> list[str]:
     evidence = [_line(r) for r in report.records]
     if report.policy is not None:
         p = report.policy
@@ -335,104 +335,120 @@ def probe_findings(report: ProbeReport) -> list[Any]:
             + (f" ({'; '.join(p.sources)})" if p.sources else "")
         )
     evidence.extend(report.notes)
+    return evidence
+
+
+def _effective(report: ProbeReport, evidence: list[str]) -> Finding:
+    rep = next(r for r in report.records if r.name.startswith("fixed#") and r.outcome == "hit")
+    return Finding(
+        "CACHE-PROBE001",
+        Severity.PASS,
+        Category.PREFIX_CACHE,
+        f"Prefix caching is effective: a repeat hit {rep.observed_hit:.0f} of {rep.prompt_tokens} prompt tokens",
+        evidence,
+    )
+
+
+def _flag_off(report: ProbeReport, evidence: list[str]) -> Finding:
+    return Finding(
+        "CACHE-PROBE002",
+        Severity.FAIL,
+        Category.PREFIX_CACHE,
+        "Prefix caching is off on the server (vllm:cache_config_info enable_prefix_caching=False)",
+        evidence,
+        [
+            "Run `vllm-medic cache flag --launch ... --log ... --server URL` to find the layer that dropped the flag."
+        ],
+    )
+
+
+def _prefixes_differ(report: ProbeReport, evidence: list[str]) -> Finding:
+    return Finding(
+        "CACHE-PROBE003",
+        Severity.FAIL,
+        Category.PREFIX_CACHE,
+        "The same request does not tokenize the same way twice: the prefix changes between sends",
+        evidence,
+        ["Capture two of these requests and run `vllm-medic cache diff A.json B.json --server URL`."],
+    )
+
+
+def _miss_expected(report: ProbeReport, evidence: list[str]) -> Finding:
+    return Finding(
+        "CACHE-PROBE004",
+        Severity.INFO,
+        Category.PREFIX_CACHE,
+        "Misses are expected here by the retention policy (hybrid checkpoints or per-engine caches)",
+        evidence,
+        [
+            "Hybrid models reuse only checkpointed prefixes: keep prompt ends stable (multi-turn), or set "
+            "VLLM_PREFIX_CACHE_RETENTION_INTERVAL to a smaller interval to add periodic checkpoints.",
+            "With several DP engines, route requests of one conversation to the same engine (prefix-aware routing).",
+        ],
+    )
+
+
+def _no_answers(report: ProbeReport, evidence: list[str]) -> Finding:
+    failed = [r for r in report.records if r.name.startswith("fixed#") and not r.ok]
+    first = next((r.error for r in failed if r.error), None) or "no error text"
+    return Finding(
+        "CACHE-PROBE007",
+        Severity.FAIL,
+        Category.PREFIX_CACHE,
+        f"Cannot judge prefix caching: {len(failed)} of the fixed request's sends got no usable answer "
+        f"(first: {first})",
+        evidence,
+        [
+            "Send one chat request by hand (`curl -N URL/v1/chat/completions -d @req.json`) and check it "
+            "streams `data:` events ending in `data: [DONE]`.",
+            "If a proxy or gateway sits in front of vLLM, point the probe at vLLM itself.",
+            "Run `vllm-medic accept URL --steps start,basic` to see what the server answers.",
+        ],
+    )
+
+
+def _unexplained_miss(report: ProbeReport, evidence: list[str]) -> Finding:
+    return Finding(
+        "CACHE-PROBE005",
+        Severity.FAIL,
+        Category.PREFIX_CACHE,
+        "Unexplained miss: identical requests did not hit the prefix cache",
+        evidence,
+        [
+            "Capture next: the engine log of these requests (--logs), `vllm:kv_cache_usage_perc` and "
+            "`vllm:num_preemptions` (eviction under memory pressure), and `vllm:cache_config_info`.",
+            "Check every request reached the same engine (DP rank) and that nothing (a proxy, a gateway) rewrites it.",
+            "If the prompt length sits exactly on a block boundary on a hybrid model, compare with vLLM issue #50235.",
+        ],
+    )
+
+
+def _engines_finding(report: ProbeReport) -> Finding | None:
     engines = {r.engine for r in report.records if r.name.startswith("fixed#") and r.engine}
-    v = report.verdict
-    cat = Category.PREFIX_CACHE
-    findings = []
-    if v == "effective":
-        rep = next(r for r in report.records if r.name.startswith("fixed#") and r.outcome == "hit")
-        findings.append(
-            Finding(
-                "CACHE-PROBE001",
-                Severity.PASS,
-                cat,
-                f"Prefix caching is effective: a repeat hit {rep.observed_hit:.0f} of {rep.prompt_tokens} prompt tokens",
-                evidence,
-            )
-        )
-    elif v == "flag off":
-        findings.append(
-            Finding(
-                "CACHE-PROBE002",
-                Severity.FAIL,
-                cat,
-                "Prefix caching is off on the server (vllm:cache_config_info enable_prefix_caching=False)",
-                evidence,
-                [
-                    "Run `vllm-medic cache flag --launch ... --log ... --server URL` to find the layer that dropped the flag."
-                ],
-            )
-        )
-    elif v == "prefixes differ":
-        findings.append(
-            Finding(
-                "CACHE-PROBE003",
-                Severity.FAIL,
-                cat,
-                "The same request does not tokenize the same way twice: the prefix changes between sends",
-                evidence,
-                ["Capture two of these requests and run `vllm-medic cache diff A.json B.json --server URL`."],
-            )
-        )
-    elif v == "miss expected by the retention policy":
-        findings.append(
-            Finding(
-                "CACHE-PROBE004",
-                Severity.INFO,
-                cat,
-                "Misses are expected here by the retention policy (hybrid checkpoints or per-engine caches)",
-                evidence,
-                [
-                    "Hybrid models reuse only checkpointed prefixes: keep prompt ends stable (multi-turn), or set "
-                    "VLLM_PREFIX_CACHE_RETENTION_INTERVAL to a smaller interval to add periodic checkpoints.",
-                    "With several DP engines, route requests of one conversation to the same engine (prefix-aware routing).",
-                ],
-            )
-        )
-    elif v == "no answers":
-        failed = [r for r in report.records if r.name.startswith("fixed#") and not r.ok]
-        first = next((r.error for r in failed if r.error), None) or "no error text"
-        findings.append(
-            Finding(
-                "CACHE-PROBE007",
-                Severity.FAIL,
-                cat,
-                f"Cannot judge prefix caching: {len(failed)} of the fixed request's sends got no usable answer "
-                f"(first: {first})",
-                evidence,
-                [
-                    "Send one chat request by hand (`curl -N URL/v1/chat/completions -d @req.json`) and check it "
-                    "streams `data:` events ending in `data: [DONE]`.",
-                    "If a proxy or gateway sits in front of vLLM, point the probe at vLLM itself.",
-                    "Run `vllm-medic accept URL --steps start,basic` to see what the server answers.",
-                ],
-            )
-        )
-    else:
-        findings.append(
-            Finding(
-                "CACHE-PROBE005",
-                Severity.FAIL,
-                cat,
-                "Unexplained miss: identical requests did not hit the prefix cache",
-                evidence,
-                [
-                    "Capture next: the engine log of these requests (--logs), `vllm:kv_cache_usage_perc` and "
-                    "`vllm:num_preemptions` (eviction under memory pressure), and `vllm:cache_config_info`.",
-                    "Check every request reached the same engine (DP rank) and that nothing (a proxy, a gateway) rewrites it.",
-                    "If the prompt length sits exactly on a block boundary on a hybrid model, compare with vLLM issue #50235.",
-                ],
-            )
-        )
-    if len(engines) > 1:
-        findings.append(
-            Finding(
-                "CACHE-PROBE006",
-                Severity.WARN,
-                cat,
-                f"Repeats of the fixed request reached {len(engines)} different engines: each engine has its own cache",
-                [f"engines: {', '.join(sorted(engines))}"],
-                ["Use prefix-aware routing (or session affinity) so a conversation stays on one engine."],
-            )
-        )
-    return findings
+    if len(engines) <= 1:
+        return None
+    return Finding(
+        "CACHE-PROBE006",
+        Severity.WARN,
+        Category.PREFIX_CACHE,
+        f"Repeats of the fixed request reached {len(engines)} different engines: each engine has its own cache",
+        [f"engines: {', '.join(sorted(engines))}"],
+        ["Use prefix-aware routing (or session affinity) so a conversation stays on one engine."],
+    )
+
+
+# the overall verdict (``_overall``) -> its finding; any other verdict is an unexplained miss
+_VERDICT_FINDINGS: dict[str, Callable[[ProbeReport, list[str]], Finding]] = {
+    "effective": _effective,
+    "flag off": _flag_off,
+    "prefixes differ": _prefixes_differ,
+    "miss expected by the retention policy": _miss_expected,
+    "no answers": _no_answers,
+}
+
+
+def probe_findings(report: ProbeReport) -> list[Finding]:
+    judge = _VERDICT_FINDINGS.get(report.verdict, _unexplained_miss)
+    findings = [judge(report, _evidence(report))]
+    engines = _engines_finding(report)
+    return findings + ([engines] if engines else [])

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_medic.checks.hardware import Board, board_for
+from vllm_medic.collect.files import CANONICAL_FILES
 from vllm_medic.snapshot import Snapshot, Vllm
 
 # Substrings of nvidia-smi / amd-smi GPU names -> recipe hardware keys (longest names first).
@@ -37,35 +38,6 @@ FAMILY = {
 }  # fmt: skip
 # Multi-node NVLink (NVL72/NVL4 trays): cross-node traffic rides NVLink, not RDMA.
 MNNVL_HARDWARE = {"gb200", "gb300"}
-
-# Canonical bundle file per snapshot source, for file:line evidence.
-SOURCE_FILES = {
-    "nvidia-smi": "nvidia-smi.txt",
-    "nvidia-smi-q": "nvidia-smi-q.xml",
-    "nvidia-smi-topo-m": "nvidia-smi-topo-m.txt",
-    "ibdev2netdev": "ibdev2netdev.txt",
-    "ip-link": "ip-link.txt",
-    "lsmod": "lsmod.txt",
-    "docker-image-inspect": "docker-image-inspect.json",
-    "vllm-version": "vllm-version.txt",
-    "vllm-collect-env": "vllm-collect-env.txt",
-    "pip-freeze": "pip-freeze.txt",
-    "env": "env.txt",
-    "launch": "launch.txt",
-    "nvcc-version": "nvcc-version.txt",
-    "proc-driver-nvidia-version": "proc-driver-nvidia-version.txt",
-    "in-image-nvidia-smi": "in-image-nvidia-smi.txt",
-    "uname": "uname.txt",
-    "nvml": "nvml.json",
-}
-# Other names a captured source may carry (`collect --from` accepts these too).
-SOURCE_ALTERNATES = {
-    "nvidia-smi-q": ("nvidia-smi-q.txt", "nvidia-smi-a.txt"),
-    "nvidia-smi-query-gpu": ("nvidia-smi-query-gpu.csv",),
-    "vllm-collect-env": ("collect-env.txt",),
-    "ip-link": ("ip-br-link.txt",),
-    "launch": ("launch.sh", "launch.yaml", "launch.yml", "launch.json"),
-}
 
 
 def hardware_from_name(name: str) -> str | None:
@@ -119,11 +91,13 @@ class Facts:
         return out
 
     def _files_of(self, source: str) -> tuple[str, ...]:
-        return (SOURCE_FILES.get(source, source), *SOURCE_ALTERNATES.get(source, ()))
+        """The file names the source may be captured under (collect/files.py); an unknown source is its own."""
+        return CANONICAL_FILES.get(source, (source,))
 
     def _file_of(self, source: str) -> str:
         """The captured file of the source (an accepted alternative name if that is what is there)."""
-        return next((f for f in self._files_of(source) if f in self.raw), SOURCE_FILES.get(source, source))
+        files = self._files_of(source)
+        return next((f for f in files if f in self.raw), files[0])
 
     def launch_where(self, token: str) -> str:
         """``launch.txt:N`` where the captured launch mentions ``token``, else ``launch`` (argv / --launch)."""
@@ -167,7 +141,7 @@ class Facts:
         entry = self.sources.get(source)
         if isinstance(entry, dict) and entry.get("message"):
             return f"{source}: {entry.get('status') or 'not captured'}: {entry['message']}"
-        return f"{source}: not captured ({SOURCE_FILES.get(source, source)} not among the evidence)"
+        return f"{source}: not captured ({self._files_of(source)[0]} not among the evidence)"
 
     GPU_SOURCES = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml", "vllm-collect-env")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from vllm_medic.collect.env_vocabulary import MUST_MATCH_ACROSS_NODES
 from vllm_medic.collect.parsers.residue import grep_shows
 from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.snapshot import Snapshot
@@ -16,10 +17,6 @@ from vllm_medic.snapshot import Snapshot
 UNKNOWN = "(not collected)"
 PARTIAL = "(partial"
 
-# Environment variables whose value must match across nodes (interface names may legitimately differ
-# per node only when the hardware naming differs; then the finding tells the operator to confirm).
-RELEVANT_ENV_PREFIXES = ("NCCL_", "UCX_", "GLOO_", "VLLM_", "NVSHMEM_", "TORCH_NCCL_", "CUDA_")
-EXCLUDED_ENV = {"CUDA_VISIBLE_DEVICES", "VLLM_HOST_IP", "RAY_ADDRESS", "VLLM_PORT"}
 CHECKED_MODULES = (
     "nvidia",
     "nvidia_uvm",
@@ -246,7 +243,9 @@ class ConsistencyReport:
 def _relevant_env(s: Snapshot) -> dict[str, str]:
     env = dict(s.launch.env)
     env.update(s.env)
-    return {k: v for k, v in env.items() if k.startswith(RELEVANT_ENV_PREFIXES) and k not in EXCLUDED_ENV}
+    # must_match_across_nodes in data/env_vocabulary.yaml (interface names may legitimately differ per
+    # node only when the hardware naming differs; then the finding tells the operator to confirm)
+    return MUST_MATCH_ACROSS_NODES.select(env)
 
 
 def _describe(values: Mapping[str, str]) -> list[str]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vllm_medic.collect.api import CollectOptions, CollectResult, load_captured
+from vllm_medic.collect.env_vocabulary import COLLECTED
 from vllm_medic.errors import UsageError
 
 REMOTE_PYTHON = "python3"
@@ -82,7 +83,8 @@ def progress_line(transport: str, tally: Tally, elapsed_s: float) -> str:
 
 def probe_spec(opts: CollectOptions) -> dict[str, Any]:
     """The probes of a local collection, with placeholders filled for a remote node; ``{python}``
-    (the vLLM environment's interpreter) is resolved on the node itself."""
+    (the vLLM environment's interpreter) is resolved on the node itself; ``env`` is which variables
+    the node reports, the same selection a local collection keeps."""
     from vllm_medic.collect.api import _source_table  # the one list of probes and canonical names
 
     table = _source_table()
@@ -97,7 +99,12 @@ def probe_spec(opts: CollectOptions) -> dict[str, Any]:
             for a in map(str, p["argv"])
         ]
         probes.append({"name": p["name"], "file": p["file"], "argv": argv})
-    return {"timeout_s": opts.timeout_s, "probes": probes, "files": list(table.get("files") or [])}
+    return {
+        "timeout_s": opts.timeout_s,
+        "probes": probes,
+        "files": list(table.get("files") or []),
+        "env": COLLECTED.to_spec(),
+    }
 
 
 def remote_argv(spec: dict[str, Any], python: str = REMOTE_PYTHON) -> list[str]:

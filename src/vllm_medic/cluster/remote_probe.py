@@ -18,23 +18,14 @@ import sys
 import threading
 import time
 
-ENV_PREFIXES = (
-    "NCCL_",
-    "UCX_",
-    "VLLM_",
-    "CUDA_",
-    "NVIDIA_",
-    "GLOO_",
-    "TORCH_",
-    "PYTORCH_",
-    "HF_",
-    "RAY_",
-    "OMP_",
-    "NVSHMEM_",
-    "MASTER_",
-    "KUBERNETES_SERVICE_HOST",
-)
-ENV_NAMES = ("LD_LIBRARY_PATH", "PATH", "HOSTNAME", "container")
+
+def select_env(environ: dict, rules: dict) -> dict:
+    """The variables the spec's ``env`` rules pick (names, prefixes, suffixes): the collector's own
+    ``collected`` selection from data/env_vocabulary.yaml, sent along because this file imports nothing."""
+    names = set(rules.get("names") or ())
+    prefixes = tuple(rules.get("prefixes") or ())
+    suffixes = tuple(rules.get("suffixes") or ())
+    return {k: v for k, v in environ.items() if k in names or k.startswith(prefixes) or k.endswith(suffixes)}
 
 
 def _run(name: str, argv: list[str], file: str, timeout: float, out: dict, lock: threading.Lock) -> None:
@@ -144,7 +135,7 @@ def collect(spec: dict) -> dict:
         except OSError as exc:
             entry.update(status="error", message=str(exc))
         out["sources"].append(entry)
-    env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+    env = select_env(dict(os.environ), spec.get("env") or {})
     out["files"]["env.txt"] = base64.b64encode(
         "".join(f"{k}={v}\n" for k, v in sorted(env.items())).encode()
     ).decode()

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from vllm_medic.collect.files import CANONICAL_FILES
 from vllm_medic.collect.launch import finalize_launch, merge_config_text, parse_launch_text
 from vllm_medic.collect.parsers.amd import AmdResult, parse_amd_smi, parse_rocm_smi
 from vllm_medic.collect.parsers.docker import parse_image_inspect, parse_images_digests
@@ -50,46 +51,9 @@ from vllm_medic.collect.parsers.system import (
 )
 from vllm_medic.collect.parsers.toolkit import parse_nvcc_version
 from vllm_medic.collect.parsers.topology import parse_topology
-from vllm_medic.health.files import HEALTH_FILES
 from vllm_medic.health.integrate import health_step
 from vllm_medic.redact import redact_text
 from vllm_medic.snapshot import Driver, Gpu, Launch, Snapshot, SourceError
-
-# Canonical source name -> accepted file names (first is the canonical one written to bundles).
-CANONICAL_FILES: dict[str, tuple[str, ...]] = {
-    "nvidia-smi": ("nvidia-smi.txt",),
-    "nvidia-smi-q": ("nvidia-smi-q.xml", "nvidia-smi-q.txt", "nvidia-smi-a.txt"),
-    "nvidia-smi-query-gpu": ("nvidia-smi-query-gpu.csv",),
-    "nvidia-smi-query-compute-apps": ("nvidia-smi-query-compute-apps.csv",),
-    "nvidia-smi-topo-m": ("nvidia-smi-topo-m.txt",),
-    "nvml": ("nvml.json",),
-    "ibdev2netdev": ("ibdev2netdev.txt",),
-    "ibstat": ("ibstat.txt",),
-    "ibstatus": ("ibstatus.txt",),
-    "ibv-devinfo": ("ibv-devinfo.txt", "ibv_devinfo.txt", "ibv-devinfo-v.txt"),
-    "rdma-link": ("rdma-link.txt",),
-    "rocm-smi": ("rocm-smi.txt",),
-    "amd-smi": ("amd-smi.txt", "amd-smi-static.txt", "amd-smi-list.txt", "amd-smi-monitor.txt"),
-    "amd-smi-version": ("amd-smi-version.txt",),
-    "ip-link": ("ip-link.txt", "ip-br-link.txt"),
-    "lsmod": ("lsmod.txt",),
-    "proc-driver-nvidia-version": ("proc-driver-nvidia-version.txt",),
-    "docker-image-inspect": ("docker-image-inspect.json",),
-    "docker-images-digests": ("docker-images-digests.txt",),
-    "vllm-version": ("vllm-version.txt",),
-    "vllm-collect-env": ("vllm-collect-env.txt", "collect-env.txt"),
-    "pip-freeze": ("pip-freeze.txt",),
-    "env": ("env.txt",),
-    "launch": ("launch.txt", "launch.sh", "launch.yaml", "launch.yml", "launch.json"),
-    "container": ("container.txt",),
-    "uname": ("uname.txt",),
-    "os-release": ("os-release.txt",),
-    "model-config": ("model-config.json",),
-    "launch-config": ("launch-config.yaml",),
-    "nvcc-version": ("nvcc-version.txt",),
-    # health probes (kernel log, fabric services, container limits, in-image): src/vllm_medic/health
-    **{source: (file,) for source, file in HEALTH_FILES.items()},
-}
 
 # Sources whose absence from a hand-made capture is worth saying ("could not check").
 CORE_SOURCES = ("nvidia-smi", "nvidia-smi-topo-m", "lsmod", "env", "launch", "pip-freeze", "vllm-version")

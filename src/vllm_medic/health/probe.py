@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from vllm_medic.collect.env_vocabulary import HEALTH_PROBE
 from vllm_medic.errors import UsageError
 from vllm_medic.health import fabric, in_image, kernel_log, limits
 from vllm_medic.health.files import HEALTH_FILES
@@ -27,14 +28,6 @@ CANONICAL_FILES: tuple[str, ...] = (
     "nvidia-smi-q.txt",
     "nvidia-smi-q.xml",
     *HEALTH_FILES.values(),
-)
-
-ENV_PREFIXES = (
-    "NCCL_",
-    "GLOO_SOCKET_IFNAME",
-    "VLLM_CPU_KVCACHE_SPACE",
-    "CUDA_VISIBLE_DEVICES",
-    "NVIDIA_VISIBLE_DEVICES",
 )
 
 IMEX_CONFIG = "/etc/nvidia-imex/nodes_config.cfg"
@@ -160,7 +153,7 @@ def collect_live(
     lim, lraw = limits.probe_live()
     health["limits"] = lim
     raw.update(lraw)
-    health["env"] = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+    health["env"] = HEALTH_PROBE.select(os.environ)
     if image:
         img, iraw = in_image.probe(image, run, image_timeout)
         health["in_image"] = img

@@ -14,20 +14,12 @@ from importlib import resources
 from typing import Any
 
 from vllm_medic import __version__
+from vllm_medic.accept_steps import STEP_NAMES, numbered_title
 from vllm_medic.redact import redact_argv, redact_obj
 from vllm_medic.report.svg import Series, fmt, line_chart
 from vllm_medic.store import views
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
-STEP_ORDER = ("start", "basic", "prefix_reuse", "ramp", "soak", "archive")
-STEP_TITLES = {
-    "start": "1. Service start",
-    "basic": "2. Basic requests",
-    "prefix_reuse": "3. Long-prefix reuse",
-    "ramp": "4. Concurrency ramp",
-    "soak": "5. Soak",
-    "archive": "6. Archive",
-}
 SEVERITY_GLYPH = {"pass": "✓", "not_checked": "?", "info": "•", "warn": "!", "fail": "✗"}
 
 
@@ -76,7 +68,7 @@ def _finding(f: dict[str, Any]) -> str:
 
 def _ordered_steps(run: dict[str, Any]) -> list[dict[str, Any]]:
     steps = list(run.get("steps") or [])
-    rank = {n: i for i, n in enumerate(STEP_ORDER)}
+    rank = {n: i for i, n in enumerate(STEP_NAMES)}
     return sorted(steps, key=lambda s: (rank.get(s.get("name"), len(rank)), steps.index(s)))
 
 
@@ -98,7 +90,7 @@ def _summary(run: dict[str, Any]) -> str:
         headline = worst.get("title") if worst else (s.get("data") or {}).get("skipped_reason", "")
         name = str(s.get("name"))
         rows.append(
-            f'<tr><td><a href="#step-{_e(name)}">{_e(STEP_TITLES.get(name, name))}</a></td><td>{_badge(s.get("status"))}</td>'
+            f'<tr><td><a href="#step-{_e(name)}">{_e(numbered_title(name))}</a></td><td>{_badge(s.get("status"))}</td>'
             f"<td>{_e(counts)}</td><td>{_e(headline)}</td></tr>"
         )
     if not rows:
@@ -301,7 +293,7 @@ def _steps(run: dict[str, Any]) -> str:
     for s in _ordered_steps(run):
         name = str(s.get("name"))
         out.append(
-            f"<section id='step-{_e(name)}'><h3>{_e(STEP_TITLES.get(name, name))} {_badge(s.get('status'))}</h3>"
+            f"<section id='step-{_e(name)}'><h3>{_e(numbered_title(name))} {_badge(s.get('status'))}</h3>"
         )
         findings = s.get("findings") or []
         if findings:

@@ -10,6 +10,7 @@ result is marked partial: the column names were guessed).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -124,6 +125,25 @@ def _xml_ecc(node: ET.Element | None) -> tuple[int | None, int | None]:
     return _sum(corr), _sum(unc)
 
 
+# Gpu attribute, element path under <gpu>, reader
+_XML_FIELDS: tuple[tuple[str, str, Callable[[str | None], Any]], ...] = (
+    ("uuid", "uuid", _clean),
+    ("persistence_mode", "persistence_mode", _clean),
+    ("compute_mode", "compute_mode", _clean),
+    ("mig_mode", "mig_mode/current_mig", _clean),
+    ("memory_total_mib", "fb_memory_usage/total", _mib),
+    ("memory_used_mib", "fb_memory_usage/used", _mib),
+    ("utilization_pct", "utilization/gpu_util", _mib),
+    ("fabric_state", "fabric/state", _clean),
+    ("fabric_status", "fabric/status", _clean),
+    ("ecc_mode", "ecc_mode/current_ecc", _clean),
+    ("remapped_rows_correctable", "remapped_rows/remapped_row_corr", _count),
+    ("remapped_rows_uncorrectable", "remapped_rows/remapped_row_unc", _count),
+    ("remapped_rows_pending", "remapped_rows/remapped_row_pending", _yes_no),
+    ("remapped_rows_failure", "remapped_rows/remapped_row_failure", _yes_no),
+)
+
+
 def parse_nvidia_smi_xml(text: str) -> SmiQuery:
     result = SmiQuery()
     body = text[text.find("<") :] if "<" in text else text
@@ -143,24 +163,12 @@ def parse_nvidia_smi_xml(text: str) -> SmiQuery:
     for index, g in enumerate(root.findall("gpu")):
         gpu = Gpu(index=index, name=(g.findtext("product_name") or "").strip())
         gpu.bus_id = g.get("id")
-        gpu.uuid = _clean(g.findtext("uuid"))
-        gpu.persistence_mode = _clean(g.findtext("persistence_mode"))
-        gpu.compute_mode = _clean(g.findtext("compute_mode"))
-        gpu.mig_mode = _clean(g.findtext("mig_mode/current_mig"))
-        gpu.memory_total_mib = _mib(g.findtext("fb_memory_usage/total"))
-        gpu.memory_used_mib = _mib(g.findtext("fb_memory_usage/used"))
-        gpu.utilization_pct = _mib(g.findtext("utilization/gpu_util"))
-        gpu.fabric_state = _clean(g.findtext("fabric/state"))
-        gpu.fabric_status = _clean(g.findtext("fabric/status"))
-        gpu.ecc_mode = _clean(g.findtext("ecc_mode/current_ecc"))
+        for attr, xml_path, convert in _XML_FIELDS:
+            setattr(gpu, attr, convert(g.findtext(xml_path)))
         gpu.ecc_volatile_correctable, gpu.ecc_volatile_uncorrectable = _xml_ecc(g.find("ecc_errors/volatile"))
         gpu.ecc_aggregate_correctable, gpu.ecc_aggregate_uncorrectable = _xml_ecc(
             g.find("ecc_errors/aggregate")
         )
-        gpu.remapped_rows_correctable = _count(g.findtext("remapped_rows/remapped_row_corr"))
-        gpu.remapped_rows_uncorrectable = _count(g.findtext("remapped_rows/remapped_row_unc"))
-        gpu.remapped_rows_pending = _yes_no(g.findtext("remapped_rows/remapped_row_pending"))
-        gpu.remapped_rows_failure = _yes_no(g.findtext("remapped_rows/remapped_row_failure"))
         pending = g.findtext("retired_pages/pending_retirement") or g.findtext(
             "retired_pages/pending_blacklist"
         )
@@ -541,28 +549,35 @@ def parse_query_gpu_csv(text: str, commands: list[str] | None = None) -> SmiQuer
     return result
 
 
+# Gpu attribute, --query-gpu column (after _ALIASES), reader
+_CSV_FIELDS: tuple[tuple[str, str, Callable[[str | None], Any]], ...] = (
+    ("name", "name", lambda v: "" if v is None else v),
+    ("uuid", "uuid", _clean),
+    ("bus_id", "pci.bus_id", _clean),
+    ("memory_total_mib", "memory.total", _mib),
+    ("memory_used_mib", "memory.used", _mib),
+    ("utilization_pct", "utilization.gpu", _mib),
+    ("persistence_mode", "persistence_mode", _clean),
+    ("compute_mode", "compute_mode", _clean),
+    ("mig_mode", "mig.mode.current", _clean),
+    ("ecc_mode", "ecc.mode.current", _clean),
+    ("ecc_volatile_uncorrectable", "ecc.errors.uncorrected.volatile.total", _count),
+    ("ecc_aggregate_uncorrectable", "ecc.errors.uncorrected.aggregate.total", _count),
+    ("ecc_volatile_correctable", "ecc.errors.corrected.volatile.total", _count),
+    ("ecc_aggregate_correctable", "ecc.errors.corrected.aggregate.total", _count),
+    ("remapped_rows_correctable", "remapped_rows.correctable", _count),
+    ("remapped_rows_uncorrectable", "remapped_rows.uncorrectable", _count),
+    ("remapped_rows_pending", "remapped_rows.pending", _yes_no),
+    ("remapped_rows_failure", "remapped_rows.failure", _yes_no),
+    ("retired_pages_pending", "retired_pages.pending", _yes_no),
+    ("fabric_state", "fabric.state", _clean),
+    ("fabric_status", "fabric.status", _clean),
+)
+
+
 def _fill_gpu(gpu: Gpu, row: dict[str, str]) -> None:
-    gpu.name = row.get("name", "")
-    gpu.uuid = _clean(row.get("uuid"))
-    gpu.bus_id = _clean(row.get("pci.bus_id"))
-    gpu.memory_total_mib = _mib(row.get("memory.total"))
-    gpu.memory_used_mib = _mib(row.get("memory.used"))
-    gpu.utilization_pct = _mib(row.get("utilization.gpu"))
-    gpu.persistence_mode = _clean(row.get("persistence_mode"))
-    gpu.compute_mode = _clean(row.get("compute_mode"))
-    gpu.mig_mode = _clean(row.get("mig.mode.current"))
-    gpu.ecc_mode = _clean(row.get("ecc.mode.current"))
-    gpu.ecc_volatile_uncorrectable = _count(row.get("ecc.errors.uncorrected.volatile.total"))
-    gpu.ecc_aggregate_uncorrectable = _count(row.get("ecc.errors.uncorrected.aggregate.total"))
-    gpu.ecc_volatile_correctable = _count(row.get("ecc.errors.corrected.volatile.total"))
-    gpu.ecc_aggregate_correctable = _count(row.get("ecc.errors.corrected.aggregate.total"))
-    gpu.remapped_rows_correctable = _count(row.get("remapped_rows.correctable"))
-    gpu.remapped_rows_uncorrectable = _count(row.get("remapped_rows.uncorrectable"))
-    gpu.remapped_rows_pending = _yes_no(row.get("remapped_rows.pending"))
-    gpu.remapped_rows_failure = _yes_no(row.get("remapped_rows.failure"))
-    gpu.retired_pages_pending = _yes_no(row.get("retired_pages.pending"))
-    gpu.fabric_state = _clean(row.get("fabric.state"))
-    gpu.fabric_status = _clean(row.get("fabric.status"))
+    for attr, column, convert in _CSV_FIELDS:
+        setattr(gpu, attr, convert(row.get(column)))
 
 
 def _infer_app_columns(rows: list[list[str]]) -> list[str]:

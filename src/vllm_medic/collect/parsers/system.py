@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from vllm_medic.collect.env_vocabulary import COLLECTED
 from vllm_medic.collect.parsers import is_prompt_line
 from vllm_medic.redact import redact_env
 from vllm_medic.snapshot import Container, Host
@@ -15,39 +16,6 @@ _LSMOD_ROW = re.compile(
 )
 _NVRM = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(?P<v>\d+(?:\.\d+)+)")
 _ENV_LINE = re.compile(r"^\s*(?:export\s+|declare\s+-x\s+)?(?P<k>[A-Za-z_][A-Za-z0-9_]*)=(?P<v>.*)$")
-
-# Environment variables that decide how vLLM, NCCL, UCX and CUDA behave (kept in snapshot.env).
-RELEVANT_ENV_PREFIXES = (
-    "NCCL_",
-    "UCX_",
-    "VLLM_",
-    "CUDA_",
-    "NVIDIA_",
-    "GLOO_",
-    "TORCH_",
-    "TORCHINDUCTOR_",
-    "PYTORCH_",
-    "HF_",
-    "HUGGING_FACE_",
-    "TRANSFORMERS_",
-    "RAY_",
-    "OMP_",
-    "MKL_",
-    "NVSHMEM_",
-    "UCC_",
-    "FI_",
-    "TP_",
-    "MASTER_",
-    "ROCR_",
-    "HIP_",
-    "HSA_",
-    "AITER_",
-    "SAFETENSORS_",
-    "KUBERNETES_SERVICE_",
-    "LOCAL_RANK",
-    "WORLD_SIZE",
-)
-RELEVANT_ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "NODE_RANK", "RANK", "container")
 
 
 @dataclass
@@ -101,11 +69,8 @@ def parse_proc_driver_version(text: str) -> ProcVersionResult:
 
 
 def is_relevant_env(name: str) -> bool:
-    return (
-        name in RELEVANT_ENV_NAMES
-        or name.startswith(RELEVANT_ENV_PREFIXES)
-        or name.endswith("_SOCKET_IFNAME")
-    )
+    """Kept in snapshot.env: the ``collected`` section of data/env_vocabulary.yaml."""
+    return COLLECTED.matches(name)
 
 
 def select_env(env: Mapping[str, str]) -> dict[str, str]:
