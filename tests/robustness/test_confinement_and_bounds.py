@@ -5,13 +5,17 @@ console script in a subprocess with a wall-clock bound; the memory cases assert 
 from __future__ import annotations
 
 import gzip
+import http.server
 import io
 import json
 import os
+import socketserver
 import subprocess
 import sys
 import tarfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -188,6 +192,11 @@ def test_a_gzip_bomb_is_decompressed_streaming_with_a_cap(
         ["cache", "probe", "http://[::1"],
         ["cache", "flag", "--server", "http://[::1"],
         ["cache", "flag", "--launch", "/no/such/file"],
+        ["accept", "http://[::1"],
+        ["accept", "http://127.0.0.1:9", "--bundle", "/nonexistent", "--quick"],
+        ["sim", "--max-model-len", "-5"],
+        ["sim", "--itl-ms", "nan"],
+        ["sim", "--error-status", "99"],
     ],
 )
 def test_malformed_values_are_usage_errors(argv: list[str], medic_home: Path) -> None:
@@ -290,3 +299,100 @@ def test_a_4_mib_word_in_launch_txt_is_cut_in_linear_time(
         outcome = run_medic(argv, medic_env(medic_home), timeout=60)
         assert time.monotonic() - start < 30, outcome.describe()
         assert outcome.returncode in (0, 1), outcome.describe()
+
+
+HUGE_BODY = 200 << 20
+
+
+class _HugeBodyHandler(http.server.BaseHTTPRequestHandler):
+    """200 MB bodies (``Content-Length`` honest, sent in 1 MiB writes). ``server.mode``: ``all`` answers
+    every path so; ``models`` serves a real /health and /v1/models first, so accept reaches every step;
+    ``server.framing``: ``raw`` (no newline at all) or ``sse`` (well-framed events that never end)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def _send(self, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        if self.server.mode == "models" and self.path.startswith("/health"):  # type: ignore[attr-defined]
+            return self._send(b"")
+        if self.server.mode == "models" and self.path.startswith("/v1/models"):  # type: ignore[attr-defined]
+            return self._send(
+                json.dumps({"object": "list", "data": [{"id": "m", "max_model_len": 4096}]}).encode()
+            )
+        event = b'data: {"choices": [{"index": 0, "delta": {"content": "' + b"y" * 200 + b'"}}]}\n\n'
+        unit = event if self.server.framing == "sse" else b"x"  # type: ignore[attr-defined]
+        piece = unit * ((1 << 20) // len(unit))
+        self.send_response(200)
+        stream = self.path.endswith("completions")
+        self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
+        self.send_header("Content-Length", str(HUGE_BODY))
+        self.end_headers()
+        sent = 0
+        try:
+            while sent < HUGE_BODY:
+                part = piece[: HUGE_BODY - sent]
+                self.wfile.write(part)
+                sent += len(part)
+        except OSError:  # the client dropped the connection at its cap: what this test wants
+            pass
+
+    do_GET = do_POST = _answer
+
+
+class _QuietThreadingHTTP(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        return
+
+
+@pytest.fixture()
+def huge_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    mode, framing = request.param
+    server = _QuietThreadingHTTP(("127.0.0.1", 0), _HugeBodyHandler)
+    server.mode, server.framing = mode, framing  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "huge_server", [("all", "raw"), ("models", "raw"), ("models", "sse")], indirect=True, ids=str
+)
+def test_accept_against_200_mb_bodies_is_bounded_and_says_what_was_cut(
+    huge_server: str, medic_home: Path
+) -> None:
+    argv = ["accept", huge_server, "--quick", "--no-collect", "--ready-timeout", "3s", "--json"]
+    start = time.monotonic()
+    code, rss, text = _peak_rss_mib(argv, medic_env(medic_home), 120)
+    print(f"peak RSS {rss:.0f} MiB, {time.monotonic() - start:.0f} s")
+    assert code == 1 and TRACEBACK not in text, text[-3000:]
+    assert "cut at 16 MiB" in text, text[-3000:]
+    assert rss < RSS_LIMIT_MIB, f"peak RSS {rss:.0f} MiB\n{text[-2000:]}"
+
+
+@pytest.mark.parametrize("huge_server", [("all", "raw")], indirect=True, ids=str)
+def test_cache_flag_server_against_a_200_mb_metrics_page_is_bounded(
+    huge_server: str, medic_home: Path
+) -> None:
+    code, rss, text = _peak_rss_mib(["cache", "flag", "--server", huge_server], medic_env(medic_home), 60)
+    print(f"peak RSS {rss:.0f} MiB")
+    assert code == 3 and TRACEBACK not in text, text[-3000:]
+    assert "larger than 16 MiB: cut at 16 MiB" in text, text[-3000:]
+    assert rss < RSS_LIMIT_MIB, f"peak RSS {rss:.0f} MiB\n{text[-2000:]}"
