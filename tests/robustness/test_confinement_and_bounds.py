@@ -396,3 +396,70 @@ def test_cache_flag_server_against_a_200_mb_metrics_page_is_bounded(
     assert code == 3 and TRACEBACK not in text, text[-3000:]
     assert "larger than 16 MiB: cut at 16 MiB" in text, text[-3000:]
     assert rss < RSS_LIMIT_MIB, f"peak RSS {rss:.0f} MiB\n{text[-2000:]}"
+
+
+def _bundle_tgz(captured: Path, extra: dict[str, bytes | int]) -> bytes:
+    members: dict[str, bytes | int] = {f"bundle/{f.name}": f.read_bytes() for f in sorted(captured.iterdir())}
+    return _tgz(members | extra)
+
+
+@pytest.mark.slow
+def test_a_tarball_of_100k_empty_members_is_read_to_the_member_cap(
+    captured: Path, medic_home: Path, tmp_path: Path
+) -> None:
+    many = tmp_path / "many.tgz"
+    many.write_bytes(_bundle_tgz(captured, {f"bundle/e{i}.txt": b"" for i in range(100_000)}))
+    out = tmp_path / "b"
+    for argv in (
+        ["collect", "--from", str(many), "-o", str(out)],
+        ["check", "--from", str(many)],
+        ["health", "--from", str(many)],
+    ):
+        start = time.monotonic()
+        outcome = run_medic(argv, medic_env(medic_home), timeout=60)
+        elapsed = time.monotonic() - start
+        print(f"{argv[0]}: {elapsed:.1f} s")
+        assert elapsed < 30 and outcome.returncode in (0, 1), outcome.describe()
+    cut = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["cut"]
+    assert any("more than 10,000 members" in note for note in cut), cut
+
+
+def test_a_member_over_64_mib_is_noted_in_the_manifest(
+    captured: Path, medic_home: Path, tmp_path: Path
+) -> None:
+    big = tmp_path / "big.tgz"
+    big.write_bytes(_bundle_tgz(captured, {"bundle/dmesg.txt": 65 << 20}))
+    out = tmp_path / "b"
+    outcome = run_medic(["collect", "--from", str(big), "-o", str(out)], medic_env(medic_home))
+    assert outcome.returncode in (0, 1), outcome.describe()
+    cut = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["cut"]
+    assert any("bundle/dmesg.txt" in note and "not read" in note for note in cut), cut
+
+
+def _multinode(captured: Path, root: Path) -> Path:
+    for node in ("a", "b"):
+        (root / "nodes" / node).mkdir(parents=True)
+        for f in captured.iterdir():
+            (root / "nodes" / node / f.name).write_bytes(f.read_bytes())
+    nodes = [{"node": n, "dir": f"nodes/{n}", "status": "ok"} for n in ("a", "b")]
+    (root / "cluster.json").write_text(json.dumps({"kind": "multi-node", "nodes": nodes}), encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["tgz", "dir"])
+def test_collect_from_a_multinode_bundle_refuses_to_flatten_it(
+    captured: Path, medic_home: Path, tmp_path: Path, packed: bool
+) -> None:
+    source = _multinode(captured, tmp_path / "cluster")
+    if packed:
+        tgz = tmp_path / "cluster.tgz"
+        with tarfile.open(tgz, "w:gz") as tar:
+            tar.add(source, arcname="cluster")
+        source = tgz
+    outcome = run_medic(["collect", "--from", str(source), "-o", str(tmp_path / "b")], medic_env(medic_home))
+    assert outcome.returncode == 2, outcome.describe()
+    assert "multi-node bundle" in outcome.stderr and "check --from" in outcome.stderr, outcome.describe()
+    assert not (tmp_path / "b").exists()
+    checked = run_medic(["check", "--from", str(source), "--json"], medic_env(medic_home))
+    assert checked.returncode in (0, 1), checked.describe()
+    assert '"a"' in checked.stdout and '"b"' in checked.stdout, checked.describe()

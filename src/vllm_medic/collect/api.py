@@ -11,7 +11,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -30,6 +30,9 @@ from vllm_medic.snapshot import SCHEMA_VERSION, Snapshot
 
 MAX_CAPTURED_FILE_BYTES = 64 * 1024 * 1024
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
+# Members read from one tarball: a bundle holds ~40 files per node (a 64-node bundle ~2,600); 100,000
+# empty members took 37 s before this cap.
+MAX_TAR_MEMBERS = 10_000
 BUNDLE_META_FILES = ("snapshot.json", "manifest.json")
 
 
@@ -419,11 +422,13 @@ def load_captured(path: Path) -> CollectResult:
             raise UsageError(
                 f"{path} is {kind}: expected a directory of captured outputs or a .tar.gz bundle"
             )
+    cut: list[str] = []  # what the caps left out, recorded in the manifest (never silent)
     try:
         if path.is_dir():
-            files = _read_dir(path)
+            _refuse_multinode(path, (path / "cluster.json").is_file())
+            files = _read_dir(path, cut)
         elif tarfile.is_tarfile(path):
-            files = _read_tar(path)
+            files = _read_tar(path, cut)
         else:
             files = _read_transcript(path)
     except PermissionError as exc:
@@ -490,7 +495,32 @@ def load_captured(path: Path) -> CollectResult:
         "ignored_files": ignored,
         "sources": sorted(sources.values(), key=lambda e: str(e["name"])),
     }
+    if cut:
+        manifest["cut"] = cut
     return CollectResult(snapshot=snapshot, manifest=manifest, raw=raw)
+
+
+def _refuse_multinode(path: Path, multinode: bool) -> None:
+    """One node's reader must not flatten a multi-node bundle (every node's nvidia-smi.txt into one)."""
+    if multinode:
+        raise UsageError(
+            f"{path} is a multi-node bundle (it has cluster.json): this reads one node's outputs; "
+            "run `vllm-medic check --from` on the whole bundle, or give one node's directory (nodes/NODE)"
+        )
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB"
+
+
+def tar_members(tar: tarfile.TarFile, path: Path, cut: list[str]) -> Iterator[tarfile.TarInfo]:
+    """The members of ``tar``, at most :data:`MAX_TAR_MEMBERS`; past it a note goes into ``cut`` and
+    the rest is never read (each header costs a read: 100,000 empty members took 37 s)."""
+    for count, member in enumerate(tar, 1):
+        if count > MAX_TAR_MEMBERS:
+            cut.append(f"{path}: more than {MAX_TAR_MEMBERS:,} members: the rest were not read")
+            return
+        yield member
 
 
 def _json_or_none(data: bytes | None) -> Any:
@@ -502,7 +532,7 @@ def _json_or_none(data: bytes | None) -> Any:
         return None
 
 
-def _read_dir(path: Path) -> dict[str, bytes]:
+def _read_dir(path: Path, cut: list[str]) -> dict[str, bytes]:
     """Regular files only: a symlink (to a key file, /proc/self/environ), FIFO, device or socket inside
     the directory is never followed nor opened."""
     from vllm_medic.safeio import is_regular, kind_of, read_bytes
@@ -517,7 +547,11 @@ def _read_dir(path: Path) -> dict[str, bytes]:
     for p in entries:
         if p.name.startswith("."):
             continue
-        files[p.name], _cut = read_bytes(p, MAX_CAPTURED_FILE_BYTES, "captured file")
+        files[p.name], was_cut = read_bytes(p, MAX_CAPTURED_FILE_BYTES, "captured file")
+        if was_cut:
+            cut.append(
+                f"{p.name}: larger than {_mib(MAX_CAPTURED_FILE_BYTES)}: only its first {_mib(MAX_CAPTURED_FILE_BYTES)} read"
+            )
     return files
 
 
@@ -537,13 +571,19 @@ def _read_transcript(path: Path) -> dict[str, bytes]:
     return files
 
 
-def _read_tar(path: Path) -> dict[str, bytes]:
+def _read_tar(path: Path, cut: list[str]) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     total = 0
     with tarfile.open(path, "r:*") as tar:
-        for member in tar:
+        for member in tar_members(tar, path, cut):
             name = os.path.basename(member.name)
-            if not member.isfile() or name.startswith(".") or member.size > MAX_CAPTURED_FILE_BYTES:
+            _refuse_multinode(path, name == "cluster.json")
+            if not member.isfile() or name.startswith("."):
+                continue
+            if member.size > MAX_CAPTURED_FILE_BYTES:
+                cut.append(
+                    f"{member.name}: {_mib(member.size)}, over the {_mib(MAX_CAPTURED_FILE_BYTES)} cap per file: not read"
+                )
                 continue
             total += member.size
             if total > MAX_BUNDLE_BYTES:
