@@ -114,6 +114,39 @@ FIFO_CASES = {
         "--launch",
         f,
     ],
+    "check --snapshot": lambda f, o: ["check", "--snapshot", f],
+    "check --recipe": lambda f, o: [
+        "check",
+        "--from",
+        str(DATA / "checks" / "bundles" / "b200-r575-k3"),
+        "--recipe",
+        f,
+    ],
+    "check --model": lambda f, o: [
+        "check",
+        "--from",
+        str(DATA / "checks" / "bundles" / "b200-r575-k3"),
+        "--model",
+        f,
+    ],
+    "plan --config": lambda f, o: ["plan", "--config", f, "--gpu", "H200"],
+    "plan --recipe": lambda f, o: ["plan", "--recipe", f],
+    "triage --catalogue": lambda f, o: [
+        "triage",
+        str(DATA / "checks" / "bundles" / "b200-r575-k3" / "env.txt"),
+        "--catalogue",
+        f,
+    ],
+    "cache diff": lambda f, o: ["cache", "diff", f, f],
+    "cache flag --model-config": lambda f, o: [
+        "cache",
+        "flag",
+        "--launch",
+        "vllm serve m",
+        "--model-config",
+        f,
+    ],
+    "accept --logs": lambda f, o: ["accept", "http://127.0.0.1:9", "--logs", f, "--quick", "--no-collect"],
 }
 
 
@@ -239,12 +272,35 @@ def test_collect_timeout_nan_is_a_usage_error(medic_home: Path, tmp_path: Path) 
         assert "--timeout" in outcome.stderr and TRACEBACK not in outcome.text
 
 
-def test_json_nested_1000_deep_is_a_usage_error(medic_home: Path, tmp_path: Path) -> None:
-    deep = tmp_path / "snapshot.json"
-    deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
-    outcome = run_medic(["check", "--snapshot", str(deep)], medic_env(medic_home))
+def _deep_json(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+@pytest.mark.parametrize(
+    "where", ["check --snapshot", "plan --config", "cache diff", "manifest.json", "cluster.json"]
+)
+def test_json_nested_1000_deep_is_a_usage_error_naming_the_file(
+    where: str, depth: int, captured: Path, medic_home: Path, tmp_path: Path
+) -> None:
+    deep = tmp_path / "deep-input.json"
+    deep.write_text(_deep_json(depth), encoding="utf-8")
+    if where == "manifest.json":
+        (captured / "manifest.json").write_text(_deep_json(depth), encoding="utf-8")
+        argv, name = ["check", "--from", str(captured)], "manifest.json"
+    elif where == "cluster.json":
+        (captured / "cluster.json").write_text(_deep_json(depth), encoding="utf-8")
+        argv, name = ["check", "--from", str(captured)], "cluster.json"
+    else:
+        argv = {
+            "check --snapshot": ["check", "--snapshot", str(deep)],
+            "plan --config": ["plan", "--config", str(deep), "--gpu", "H200"],
+            "cache diff": ["cache", "diff", str(deep), str(deep)],
+        }[where]
+        name = deep.name
+    outcome = run_medic(argv, medic_env(medic_home))
     assert outcome.returncode == 2, outcome.describe()
-    assert "nested too deeply" in outcome.stderr or deep.name in outcome.stderr, outcome.describe()
+    assert "nested more than 100 levels deep" in outcome.stderr and name in outcome.stderr, outcome.describe()
 
 
 def _user_catalogue(tmp_path: Path, pattern: str) -> Path:

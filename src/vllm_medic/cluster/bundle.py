@@ -141,8 +141,10 @@ def load_multinode(path: Path) -> tuple[dict[str, Any], dict[str, CollectResult]
                 result.manifest.setdefault("cut", []).extend(cut)
             return summary, nodes
     root = path if (path / CLUSTER_FILE).is_file() else next(p.parent for p in path.glob(f"*/{CLUSTER_FILE}"))
+    from vllm_medic.safeio import loads_json, read_text
+
     try:
-        summary = json.loads((root / CLUSTER_FILE).read_text(encoding="utf-8"))
+        summary = loads_json(read_text(root / CLUSTER_FILE, MAX_CAPTURED_FILE_BYTES, CLUSTER_FILE))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"cannot read {root / CLUSTER_FILE}: {exc}") from None
     if not isinstance(summary, dict):

@@ -268,14 +268,19 @@ def _store_launch(launch: str, raw: dict[str, bytes], sources: dict[str, dict[st
         Path(os.path.expanduser(launch.strip())) if "\n" not in launch and len(launch) < 4096 else None
     )
     if candidate is not None and candidate.is_file():
+        from vllm_medic.safeio import read_bytes
+
         try:
-            raw["launch.txt"] = _redacted_bytes(candidate.read_bytes()[:MAX_CAPTURED_FILE_BYTES])
-        except OSError as exc:
+            data, _cut = read_bytes(
+                candidate.resolve(), MAX_CAPTURED_FILE_BYTES, "launch file", shown=candidate
+            )
+            raw["launch.txt"] = _redacted_bytes(data)
+        except UsageError as exc:
             sources["launch"] = _entry(
                 "launch",
                 None,
-                status="permission" if isinstance(exc, PermissionError) else "error",
-                message=f"cannot read {candidate}: {exc.strerror or exc}",
+                status="permission" if "ermission" in str(exc) else "error",
+                message=str(exc),
                 origin=f"file:{candidate}",
             )
             return f"file:{candidate}"
@@ -301,16 +306,19 @@ def _store_launch_config(
     path = config_file_path(parse_launch_text(launch_raw.decode("utf-8", "replace")), base)
     if path is None:
         return
+    from vllm_medic.safeio import read_bytes
+
     try:
-        raw["launch-config.yaml"] = _redacted_bytes(path.read_bytes()[:MAX_CAPTURED_FILE_BYTES])
+        data, _cut = read_bytes(path.resolve(), MAX_CAPTURED_FILE_BYTES, "--config file", shown=path)
+        raw["launch-config.yaml"] = _redacted_bytes(data)
         sources["launch-config"] = _entry("launch-config", "launch-config.yaml", command=f"(file {path})")
-    except OSError as exc:
+    except UsageError as exc:  # missing, a FIFO or a device: named in the manifest, never blocked on
         sources["launch-config"] = _entry(
             "launch-config",
             None,
             command=f"(file {path})",
             status="missing",
-            message=f"{path}: {exc.strerror or exc}",
+            message=str(exc),
         )
 
 
@@ -350,16 +358,19 @@ def _read_files(
 def _read_model_config(model_path: str, raw: dict[str, bytes], sources: dict[str, dict[str, Any]]) -> None:
     path = Path(os.path.expanduser(model_path))
     config = path / "config.json" if path.is_dir() else path
+    from vllm_medic.safeio import read_bytes
+
     try:
-        raw["model-config.json"] = _redacted_bytes(config.read_bytes()[:MAX_CAPTURED_FILE_BYTES])
+        data, _cut = read_bytes(config.resolve(), MAX_CAPTURED_FILE_BYTES, "--model config", shown=config)
+        raw["model-config.json"] = _redacted_bytes(data)
         sources["model-config"] = _entry("model-config", "model-config.json", command=f"(read {config})")
-    except OSError as exc:
+    except UsageError as exc:
         sources["model-config"] = _entry(
             "model-config",
             None,
             command=f"(read {config})",
-            status="missing" if isinstance(exc, FileNotFoundError) else "error",
-            message=f"{config}: {exc.strerror or exc}",
+            status="missing" if "no such file" in str(exc) else "error",
+            message=str(exc),
         )
 
 
@@ -435,7 +446,7 @@ def load_captured(path: Path) -> CollectResult:
         raise UsageError(f"cannot read {path}: permission denied ({exc.filename or path})") from None
     except (OSError, tarfile.TarError, EOFError) as exc:
         raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    manifest_in = _json_or_none(files.pop("manifest.json", None))
+    manifest_in = _manifest_or_none(path, files.pop("manifest.json", None))
     files.pop("snapshot.json", None)
     # every file is kept (other stages read their own files from the bundle); only canonical ones are parsed here
     raw = dict(files)
@@ -523,12 +534,20 @@ def tar_members(tar: tarfile.TarFile, path: Path, cut: list[str]) -> Iterator[ta
         yield member
 
 
-def _json_or_none(data: bytes | None) -> Any:
+def _manifest_or_none(path: Path, data: bytes | None) -> Any:
+    """The bundle's manifest.json, or None where it is missing or not JSON (the raw files still count);
+    nested past the cap is a usage error naming it (a crafted manifest, not a damaged one)."""
+    from vllm_medic.safeio import MAX_JSON_DEPTH, loads_json
+
     if data is None:
         return None
     try:
-        return json.loads(data.decode("utf-8", "replace"))
-    except json.JSONDecodeError:
+        return loads_json(data.decode("utf-8", "replace"))
+    except json.JSONDecodeError as exc:
+        if "nested more than" in exc.msg:
+            raise UsageError(
+                f"{path}: manifest.json is nested more than {MAX_JSON_DEPTH} levels deep: refused"
+            ) from None
         return None
 
 
