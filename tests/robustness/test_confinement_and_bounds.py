@@ -278,7 +278,15 @@ def _deep_json(depth: int) -> str:
 
 @pytest.mark.parametrize("depth", [1_000, 100_000])
 @pytest.mark.parametrize(
-    "where", ["check --snapshot", "plan --config", "cache diff", "manifest.json", "cluster.json"]
+    "where",
+    [
+        "check --snapshot",
+        "plan --config",
+        "cache diff",
+        "manifest.json",
+        "cluster.json",
+        "health snapshot.json",
+    ],
 )
 def test_json_nested_1000_deep_is_a_usage_error_naming_the_file(
     where: str, depth: int, captured: Path, medic_home: Path, tmp_path: Path
@@ -288,6 +296,9 @@ def test_json_nested_1000_deep_is_a_usage_error_naming_the_file(
     if where == "manifest.json":
         (captured / "manifest.json").write_text(_deep_json(depth), encoding="utf-8")
         argv, name = ["check", "--from", str(captured)], "manifest.json"
+    elif where == "health snapshot.json":
+        (captured / "snapshot.json").write_text(_deep_json(depth), encoding="utf-8")
+        argv, name = ["health", "--from", str(captured)], "snapshot.json"
     elif where == "cluster.json":
         (captured / "cluster.json").write_text(_deep_json(depth), encoding="utf-8")
         argv, name = ["check", "--from", str(captured)], "cluster.json"
@@ -476,6 +487,8 @@ def test_a_tarball_of_100k_empty_members_is_read_to_the_member_cap(
         elapsed = time.monotonic() - start
         print(f"{argv[0]}: {elapsed:.1f} s")
         assert elapsed < 30 and outcome.returncode in (0, 1), outcome.describe()
+        if argv[0] == "health":
+            assert "more than 10,000 members" in outcome.stderr, outcome.describe()
     cut = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["cut"]
     assert any("more than 10,000 members" in note for note in cut), cut
 

@@ -71,10 +71,13 @@ def health_cmd(
     if from_dir is not None:
         if not from_dir.exists():
             raise UsageError(f"--from {from_dir}: no such directory or bundle")
+        cut: list[str] = []
         try:
-            files = probe.read_dir(from_dir)
+            files = probe.read_dir(from_dir, cut)
         except (OSError, EOFError) as exc:
             raise UsageError(f"--from {from_dir}: cannot read ({exc})") from exc
+        for note in cut:
+            stderr.print(f"note: {note}", highlight=False, markup=False)
         snap_text = files.pop("snapshot.json", None)
         if not files:
             raise UsageError(
@@ -82,7 +85,9 @@ def health_cmd(
             )
         if snap_text is not None:
             try:
-                snap = Snapshot.from_dict(json.loads(snap_text))
+                from vllm_medic.safeio import loads_json
+
+                snap = Snapshot.from_dict(loads_json(snap_text))
             except (json.JSONDecodeError, AttributeError, TypeError) as exc:
                 raise UsageError(f"{from_dir}: snapshot.json is not valid JSON ({exc})") from exc
         health = probe.from_files(files)
