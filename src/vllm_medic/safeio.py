@@ -110,6 +110,16 @@ def _too_deep(data: Any, limit: int) -> bool:  # noqa: ANN401 - any JSON value
     return False
 
 
+class JsonTooDeep(json.JSONDecodeError):
+    """A :class:`json.JSONDecodeError` whose text is only why (no meaningless "line 1 column 1")."""
+
+    def __init__(self) -> None:
+        super().__init__(f"nested more than {MAX_JSON_DEPTH} levels deep", "", 0)
+
+    def __str__(self) -> str:
+        return self.msg
+
+
 def loads_json(text: str | bytes) -> Any:  # noqa: ANN401 - any JSON value
     """:func:`json.loads` with nesting capped at :data:`MAX_JSON_DEPTH`: 100,000 ``[`` exhaust Python's
     recursion inside the parser, and 900 pass it only to break the first recursive walk after it. Too
@@ -117,9 +127,9 @@ def loads_json(text: str | bytes) -> Any:  # noqa: ANN401 - any JSON value
     try:
         data = json.loads(text)
     except RecursionError:
-        raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", "", 0) from None
+        raise JsonTooDeep() from None
     if isinstance(data, dict | list) and _too_deep(data, MAX_JSON_DEPTH):
-        raise json.JSONDecodeError(f"nested more than {MAX_JSON_DEPTH} levels deep", "", 0)
+        raise JsonTooDeep()
     return data
 
 

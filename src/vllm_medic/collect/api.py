@@ -537,17 +537,17 @@ def tar_members(tar: tarfile.TarFile, path: Path, cut: list[str]) -> Iterator[ta
 def _manifest_or_none(path: Path, data: bytes | None) -> Any:
     """The bundle's manifest.json, or None where it is missing or not JSON (the raw files still count);
     nested past the cap is a usage error naming it (a crafted manifest, not a damaged one)."""
-    from vllm_medic.safeio import MAX_JSON_DEPTH, loads_json
+    from vllm_medic.safeio import MAX_JSON_DEPTH, JsonTooDeep, loads_json
 
     if data is None:
         return None
     try:
         return loads_json(data.decode("utf-8", "replace"))
-    except json.JSONDecodeError as exc:
-        if "nested more than" in exc.msg:
-            raise UsageError(
-                f"{path}: manifest.json is nested more than {MAX_JSON_DEPTH} levels deep: refused"
-            ) from None
+    except JsonTooDeep:
+        raise UsageError(
+            f"{path}: manifest.json is nested more than {MAX_JSON_DEPTH} levels deep: refused"
+        ) from None
+    except json.JSONDecodeError:
         return None
 
 
