@@ -8,9 +8,11 @@ a read is capped. A symlink inside a bundle directory is never followed (it coul
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from vllm_medic.errors import UsageError
 
@@ -42,21 +44,24 @@ def is_regular(path: Path) -> bool:
     return kind_of(path) is None
 
 
-def read_bytes(path: Path, cap: int, what: str = "file") -> tuple[bytes, bool]:
+def read_bytes(
+    path: Path, cap: int, what: str = "file", shown: Path | str | None = None
+) -> tuple[bytes, bool]:
     """Up to ``cap`` bytes of a regular file, and whether it was cut. Anything else is a UsageError
-    naming the path and what it is."""
+    naming the path (``shown`` where the caller resolved it) and what it is."""
+    shown = path if shown is None else shown
     kind = kind_of(path)
     if kind == "missing":
-        raise UsageError(f"cannot read {what} {path}: no such file or directory")
+        raise UsageError(f"cannot read {what} {shown}: no such file or directory")
     if kind is not None:
-        raise UsageError(f"{what} {path} is {kind}, not a regular file: refused (never followed or opened)")
+        raise UsageError(f"{what} {shown} is {kind}, not a regular file: refused (never followed or opened)")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {what} {shown}: {exc.strerror or exc}") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped between lstat and open
-            raise UsageError(f"{what} {path} is not a regular file: refused")
+            raise UsageError(f"{what} {shown} is not a regular file: refused")
         chunks: list[bytes] = []
         left = cap + 1
         while left > 0:
@@ -66,7 +71,7 @@ def read_bytes(path: Path, cap: int, what: str = "file") -> tuple[bytes, bool]:
             chunks.append(chunk)
             left -= len(chunk)
     except OSError as exc:
-        raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {what} {shown}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     data = b"".join(chunks)
@@ -76,6 +81,56 @@ def read_bytes(path: Path, cap: int, what: str = "file") -> tuple[bytes, bool]:
 def read_text(path: Path, cap: int, what: str = "file") -> str:
     data, _cut = read_bytes(path, cap, what)
     return data.decode("utf-8", "replace")
+
+
+def read_arg_text(path: Path | str, what: str, cap: int | None = None) -> str:
+    """A whole file named on the command line (``--snapshot``, ``--config``, a recipe, a catalogue, a
+    request): a symlink there is the user's own choice and is resolved, but its target must be a regular
+    file (a FIFO would block the read forever, a device never end); larger than ``cap`` (default
+    :data:`MAX_FILE_BYTES`) is a UsageError, never a silently cut document."""
+    cap = MAX_FILE_BYTES if cap is None else cap
+    given = Path(path).expanduser()
+    data, cut = read_bytes(given.resolve(), cap, what, shown=path)
+    if cut:
+        raise UsageError(f"{what} {path} is larger than {cap // 2**20} MiB: refused")
+    return data.decode("utf-8", "replace")
+
+
+MAX_JSON_DEPTH = 100  # nothing vllm-medic reads nests deeper than ~10
+
+
+def _too_deep(data: Any, limit: int) -> bool:  # noqa: ANN401 - any JSON value
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+class JsonTooDeep(json.JSONDecodeError):
+    """A :class:`json.JSONDecodeError` whose text is only why (no meaningless "line 1 column 1")."""
+
+    def __init__(self) -> None:
+        super().__init__(f"nested more than {MAX_JSON_DEPTH} levels deep", "", 0)
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+def loads_json(text: str | bytes) -> Any:  # noqa: ANN401 - any JSON value
+    """:func:`json.loads` with nesting capped at :data:`MAX_JSON_DEPTH`: 100,000 ``[`` exhaust Python's
+    recursion inside the parser, and 900 pass it only to break the first recursive walk after it. Too
+    deep raises :class:`json.JSONDecodeError`, so every caller's "not valid JSON" message names its file."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise JsonTooDeep() from None
+    if isinstance(data, dict | list) and _too_deep(data, MAX_JSON_DEPTH):
+        raise JsonTooDeep()
+    return data
 
 
 def inside(root: Path, relative: str) -> Path | None:

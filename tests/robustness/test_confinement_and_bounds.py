@@ -5,13 +5,17 @@ console script in a subprocess with a wall-clock bound; the memory cases assert 
 from __future__ import annotations
 
 import gzip
+import http.server
 import io
 import json
 import os
+import socketserver
 import subprocess
 import sys
 import tarfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -110,6 +114,39 @@ FIFO_CASES = {
         "--launch",
         f,
     ],
+    "check --snapshot": lambda f, o: ["check", "--snapshot", f],
+    "check --recipe": lambda f, o: [
+        "check",
+        "--from",
+        str(DATA / "checks" / "bundles" / "b200-r575-k3"),
+        "--recipe",
+        f,
+    ],
+    "check --model": lambda f, o: [
+        "check",
+        "--from",
+        str(DATA / "checks" / "bundles" / "b200-r575-k3"),
+        "--model",
+        f,
+    ],
+    "plan --config": lambda f, o: ["plan", "--config", f, "--gpu", "H200"],
+    "plan --recipe": lambda f, o: ["plan", "--recipe", f],
+    "triage --catalogue": lambda f, o: [
+        "triage",
+        str(DATA / "checks" / "bundles" / "b200-r575-k3" / "env.txt"),
+        "--catalogue",
+        f,
+    ],
+    "cache diff": lambda f, o: ["cache", "diff", f, f],
+    "cache flag --model-config": lambda f, o: [
+        "cache",
+        "flag",
+        "--launch",
+        "vllm serve m",
+        "--model-config",
+        f,
+    ],
+    "accept --logs": lambda f, o: ["accept", "http://127.0.0.1:9", "--logs", f, "--quick", "--no-collect"],
 }
 
 
@@ -188,6 +225,11 @@ def test_a_gzip_bomb_is_decompressed_streaming_with_a_cap(
         ["cache", "probe", "http://[::1"],
         ["cache", "flag", "--server", "http://[::1"],
         ["cache", "flag", "--launch", "/no/such/file"],
+        ["accept", "http://[::1"],
+        ["accept", "http://127.0.0.1:9", "--bundle", "/nonexistent", "--quick"],
+        ["sim", "--max-model-len", "-5"],
+        ["sim", "--itl-ms", "nan"],
+        ["sim", "--error-status", "99"],
     ],
 )
 def test_malformed_values_are_usage_errors(argv: list[str], medic_home: Path) -> None:
@@ -230,12 +272,46 @@ def test_collect_timeout_nan_is_a_usage_error(medic_home: Path, tmp_path: Path) 
         assert "--timeout" in outcome.stderr and TRACEBACK not in outcome.text
 
 
-def test_json_nested_1000_deep_is_a_usage_error(medic_home: Path, tmp_path: Path) -> None:
-    deep = tmp_path / "snapshot.json"
-    deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
-    outcome = run_medic(["check", "--snapshot", str(deep)], medic_env(medic_home))
+def _deep_json(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+@pytest.mark.parametrize(
+    "where",
+    [
+        "check --snapshot",
+        "plan --config",
+        "cache diff",
+        "manifest.json",
+        "cluster.json",
+        "health snapshot.json",
+    ],
+)
+def test_json_nested_1000_deep_is_a_usage_error_naming_the_file(
+    where: str, depth: int, captured: Path, medic_home: Path, tmp_path: Path
+) -> None:
+    deep = tmp_path / "deep-input.json"
+    deep.write_text(_deep_json(depth), encoding="utf-8")
+    if where == "manifest.json":
+        (captured / "manifest.json").write_text(_deep_json(depth), encoding="utf-8")
+        argv, name = ["check", "--from", str(captured)], "manifest.json"
+    elif where == "health snapshot.json":
+        (captured / "snapshot.json").write_text(_deep_json(depth), encoding="utf-8")
+        argv, name = ["health", "--from", str(captured)], "snapshot.json"
+    elif where == "cluster.json":
+        (captured / "cluster.json").write_text(_deep_json(depth), encoding="utf-8")
+        argv, name = ["check", "--from", str(captured)], "cluster.json"
+    else:
+        argv = {
+            "check --snapshot": ["check", "--snapshot", str(deep)],
+            "plan --config": ["plan", "--config", str(deep), "--gpu", "H200"],
+            "cache diff": ["cache", "diff", str(deep), str(deep)],
+        }[where]
+        name = deep.name
+    outcome = run_medic(argv, medic_env(medic_home))
     assert outcome.returncode == 2, outcome.describe()
-    assert "nested too deeply" in outcome.stderr or deep.name in outcome.stderr, outcome.describe()
+    assert "nested more than 100 levels deep" in outcome.stderr and name in outcome.stderr, outcome.describe()
 
 
 def _user_catalogue(tmp_path: Path, pattern: str) -> Path:
@@ -290,3 +366,169 @@ def test_a_4_mib_word_in_launch_txt_is_cut_in_linear_time(
         outcome = run_medic(argv, medic_env(medic_home), timeout=60)
         assert time.monotonic() - start < 30, outcome.describe()
         assert outcome.returncode in (0, 1), outcome.describe()
+
+
+HUGE_BODY = 200 << 20
+
+
+class _HugeBodyHandler(http.server.BaseHTTPRequestHandler):
+    """200 MB bodies (``Content-Length`` honest, sent in 1 MiB writes). ``server.mode``: ``all`` answers
+    every path so; ``models`` serves a real /health and /v1/models first, so accept reaches every step;
+    ``server.framing``: ``raw`` (no newline at all) or ``sse`` (well-framed events that never end)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def _send(self, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        if self.server.mode == "models" and self.path.startswith("/health"):  # type: ignore[attr-defined]
+            return self._send(b"")
+        if self.server.mode == "models" and self.path.startswith("/v1/models"):  # type: ignore[attr-defined]
+            return self._send(
+                json.dumps({"object": "list", "data": [{"id": "m", "max_model_len": 4096}]}).encode()
+            )
+        event = b'data: {"choices": [{"index": 0, "delta": {"content": "' + b"y" * 200 + b'"}}]}\n\n'
+        unit = event if self.server.framing == "sse" else b"x"  # type: ignore[attr-defined]
+        piece = unit * ((1 << 20) // len(unit))
+        self.send_response(200)
+        stream = self.path.endswith("completions")
+        self.send_header("Content-Type", "text/event-stream" if stream else "application/json")
+        self.send_header("Content-Length", str(HUGE_BODY))
+        self.end_headers()
+        sent = 0
+        try:
+            while sent < HUGE_BODY:
+                part = piece[: HUGE_BODY - sent]
+                self.wfile.write(part)
+                sent += len(part)
+        except OSError:  # the client dropped the connection at its cap: what this test wants
+            pass
+
+    do_GET = do_POST = _answer
+
+
+class _QuietThreadingHTTP(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        return
+
+
+@pytest.fixture()
+def huge_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    mode, framing = request.param
+    server = _QuietThreadingHTTP(("127.0.0.1", 0), _HugeBodyHandler)
+    server.mode, server.framing = mode, framing  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "huge_server", [("all", "raw"), ("models", "raw"), ("models", "sse")], indirect=True, ids=str
+)
+def test_accept_against_200_mb_bodies_is_bounded_and_says_what_was_cut(
+    huge_server: str, medic_home: Path
+) -> None:
+    argv = ["accept", huge_server, "--quick", "--no-collect", "--ready-timeout", "3s", "--json"]
+    start = time.monotonic()
+    code, rss, text = _peak_rss_mib(argv, medic_env(medic_home), 120)
+    print(f"peak RSS {rss:.0f} MiB, {time.monotonic() - start:.0f} s")
+    assert code == 1 and TRACEBACK not in text, text[-3000:]
+    assert "cut at 16 MiB" in text, text[-3000:]
+    assert rss < RSS_LIMIT_MIB, f"peak RSS {rss:.0f} MiB\n{text[-2000:]}"
+
+
+@pytest.mark.parametrize("huge_server", [("all", "raw")], indirect=True, ids=str)
+def test_cache_flag_server_against_a_200_mb_metrics_page_is_bounded(
+    huge_server: str, medic_home: Path
+) -> None:
+    code, rss, text = _peak_rss_mib(["cache", "flag", "--server", huge_server], medic_env(medic_home), 60)
+    print(f"peak RSS {rss:.0f} MiB")
+    assert code == 3 and TRACEBACK not in text, text[-3000:]
+    assert "larger than 16 MiB: cut at 16 MiB" in text, text[-3000:]
+    assert rss < RSS_LIMIT_MIB, f"peak RSS {rss:.0f} MiB\n{text[-2000:]}"
+
+
+def _bundle_tgz(captured: Path, extra: dict[str, bytes | int]) -> bytes:
+    members: dict[str, bytes | int] = {f"bundle/{f.name}": f.read_bytes() for f in sorted(captured.iterdir())}
+    return _tgz(members | extra)
+
+
+@pytest.mark.slow
+def test_a_tarball_of_100k_empty_members_is_read_to_the_member_cap(
+    captured: Path, medic_home: Path, tmp_path: Path
+) -> None:
+    many = tmp_path / "many.tgz"
+    many.write_bytes(_bundle_tgz(captured, {f"bundle/e{i}.txt": b"" for i in range(100_000)}))
+    out = tmp_path / "b"
+    for argv in (
+        ["collect", "--from", str(many), "-o", str(out)],
+        ["check", "--from", str(many)],
+        ["health", "--from", str(many)],
+    ):
+        start = time.monotonic()
+        outcome = run_medic(argv, medic_env(medic_home), timeout=60)
+        elapsed = time.monotonic() - start
+        print(f"{argv[0]}: {elapsed:.1f} s")
+        assert elapsed < 30 and outcome.returncode in (0, 1), outcome.describe()
+        if argv[0] == "health":
+            assert "more than 10,000 members" in outcome.stderr, outcome.describe()
+    cut = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["cut"]
+    assert any("more than 10,000 members" in note for note in cut), cut
+
+
+def test_a_member_over_64_mib_is_noted_in_the_manifest(
+    captured: Path, medic_home: Path, tmp_path: Path
+) -> None:
+    big = tmp_path / "big.tgz"
+    big.write_bytes(_bundle_tgz(captured, {"bundle/dmesg.txt": 65 << 20}))
+    out = tmp_path / "b"
+    outcome = run_medic(["collect", "--from", str(big), "-o", str(out)], medic_env(medic_home))
+    assert outcome.returncode in (0, 1), outcome.describe()
+    cut = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["cut"]
+    assert any("bundle/dmesg.txt" in note and "not read" in note for note in cut), cut
+
+
+def _multinode(captured: Path, root: Path) -> Path:
+    for node in ("a", "b"):
+        (root / "nodes" / node).mkdir(parents=True)
+        for f in captured.iterdir():
+            (root / "nodes" / node / f.name).write_bytes(f.read_bytes())
+    nodes = [{"node": n, "dir": f"nodes/{n}", "status": "ok"} for n in ("a", "b")]
+    (root / "cluster.json").write_text(json.dumps({"kind": "multi-node", "nodes": nodes}), encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["tgz", "dir"])
+def test_collect_from_a_multinode_bundle_refuses_to_flatten_it(
+    captured: Path, medic_home: Path, tmp_path: Path, packed: bool
+) -> None:
+    source = _multinode(captured, tmp_path / "cluster")
+    if packed:
+        tgz = tmp_path / "cluster.tgz"
+        with tarfile.open(tgz, "w:gz") as tar:
+            tar.add(source, arcname="cluster")
+        source = tgz
+    outcome = run_medic(["collect", "--from", str(source), "-o", str(tmp_path / "b")], medic_env(medic_home))
+    assert outcome.returncode == 2, outcome.describe()
+    assert "multi-node bundle" in outcome.stderr and "check --from" in outcome.stderr, outcome.describe()
+    assert not (tmp_path / "b").exists()
+    checked = run_medic(["check", "--from", str(source), "--json"], medic_env(medic_home))
+    assert checked.returncode in (0, 1), checked.describe()
+    assert '"a"' in checked.stdout and '"b"' in checked.stdout, checked.describe()

@@ -179,9 +179,14 @@ def accept(
     load_recipe(recipe)  # a bad --recipe is a usage error now, not a broken archive step later
     if html is not None and not html.expanduser().resolve().parent.is_dir():
         raise UsageError(f"--html {html}: directory {html.expanduser().resolve().parent} does not exist")
+    from vllm_medic.safeio import kind_of
+
     for p in logs or []:
         if not p.exists():
             raise UsageError(f"--logs {p}: no such file")
+        kind = kind_of(p.resolve())
+        if kind is not None and kind != "a directory":  # a FIFO would block the start step's read forever
+            raise UsageError(f"--logs {p} is {kind}, not a regular file: refused")
     opts = AcceptOptions(
         url=normalise_url(url),
         steps=parse_steps(steps),

@@ -53,8 +53,12 @@ def normalise_url(url: str) -> str:
     raw = url.strip()
     if "://" not in raw:
         raw = "http://" + raw
-    parsed = urlparse(raw)
-    if any(ch.isspace() for ch in raw) or parsed.scheme not in ("http", "https") or not parsed.hostname:
+    try:
+        parsed = urlparse(raw)  # `http://[::1` (an unclosed IPv6 bracket) fails here already
+        hostname = parsed.hostname
+    except ValueError as exc:
+        raise UsageError(f"not a valid URL: {url!r} ({exc})") from exc
+    if any(ch.isspace() for ch in raw) or parsed.scheme not in ("http", "https") or not hostname:
         raise UsageError(f"not an http(s) URL: {url!r} (expected e.g. http://127.0.0.1:8000)")
     try:
         _ = parsed.port

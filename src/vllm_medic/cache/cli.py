@@ -225,12 +225,13 @@ def _load_requests(path: Path) -> list[dict]:
     import json
 
     from vllm_medic.cache.diff import NotAChatRequest, check_chat
+    from vllm_medic.safeio import loads_json
 
     text = _read_text(path, "request file")
     if not text.strip():
         raise UsageError(f"{path} is empty")
     try:
-        data = json.loads(text)
+        data = loads_json(text)
         items = data if isinstance(data, list) else [data]
         names = [f"{path}[{i}]" if isinstance(data, list) else str(path) for i in range(len(items))]
     except json.JSONDecodeError as whole_err:
@@ -239,7 +240,7 @@ def _load_requests(path: Path) -> list[dict]:
             if not line.strip():
                 continue
             try:
-                items.append(json.loads(line))
+                items.append(loads_json(line))
             except json.JSONDecodeError as exc:
                 if no == 1:
                     raise UsageError(

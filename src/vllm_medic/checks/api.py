@@ -78,10 +78,17 @@ def read_model_config(path: str | Path) -> dict[str, Any]:
     """config.json from a model directory (or the file itself); bad input is a UsageError."""
     p = Path(path).expanduser()
     cfg = p / "config.json" if p.is_dir() else p
+    from vllm_medic.safeio import kind_of
+
+    kind = kind_of(cfg.resolve())
+    if kind not in (None, "missing"):  # a FIFO would block the read; named, at once
+        raise UsageError(f"--model {cfg} is {kind}, not a regular file: refused")
     if not cfg.is_file():
         raise UsageError(f"--model {path}: no config.json there (give a model directory or its config.json)")
+    from vllm_medic.safeio import loads_json, read_arg_text
+
     try:
-        data = json.loads(cfg.read_text(encoding="utf-8"))
+        data = loads_json(read_arg_text(cfg, "--model"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"--model {cfg}: not readable JSON: {exc}") from exc
     if not isinstance(data, dict):

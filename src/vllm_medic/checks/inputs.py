@@ -32,10 +32,12 @@ class Evidence:
 
 
 def from_snapshot_file(path: Path) -> Evidence:
+    from vllm_medic.safeio import loads_json, read_arg_text
+
+    if not path.exists():
+        raise UsageError(f"--snapshot {path}: no such file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise UsageError(f"--snapshot {path}: no such file") from exc
+        data = loads_json(read_arg_text(path, "--snapshot"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"--snapshot {path}: not a readable snapshot.json: {exc}") from exc
     if not isinstance(data, dict):
@@ -75,10 +77,9 @@ def apply_launch(snapshot: Snapshot, launch_text: str) -> None:
     text = launch_text
     source = "argv"
     if "\n" not in launch_text and len(launch_text) < 4096 and p.is_file():
-        try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--launch {p}: cannot read: {exc}") from exc
+        from vllm_medic.safeio import read_arg_text
+
+        text = read_arg_text(p, "--launch")
         source = "file"
     launch = parse_launch(text, source=source)
     if not launch.argv and not launch.args:

@@ -18,7 +18,14 @@ from typing import Any
 from vllm_medic import __version__
 from vllm_medic.cluster.consistency import ConsistencyReport, compare
 from vllm_medic.cluster.fanout import NodeCollection
-from vllm_medic.collect.api import CollectResult, load_captured, write_bundle
+from vllm_medic.collect.api import (
+    MAX_BUNDLE_BYTES,
+    MAX_CAPTURED_FILE_BYTES,
+    CollectResult,
+    load_captured,
+    tar_members,
+    write_bundle,
+)
 from vllm_medic.errors import ToolError, UsageError
 
 CLUSTER_FILE = "cluster.json"
@@ -91,7 +98,7 @@ def is_multinode(path: Path) -> bool:
     try:
         if path.is_file() and tarfile.is_tarfile(path):
             with tarfile.open(path, "r:*") as tar:
-                return any(os.path.basename(m.name) == CLUSTER_FILE for m in tar.getmembers())
+                return any(os.path.basename(m.name) == CLUSTER_FILE for m in tar_members(tar, path, []))
     except (tarfile.TarError, OSError, EOFError):
         # Truncated or unreadable: not recognisably multi-node; the single-node reader then names the
         # problem. (An EOFError escaping to Click would print 'Aborted!' and exit 1, like a Ctrl-C.)
@@ -99,20 +106,45 @@ def is_multinode(path: Path) -> bool:
     return False
 
 
+def _extract_capped(path: Path, dest: Path, cut: list[str]) -> None:
+    """Regular files and directories only (tarfile's ``data`` filter refuses links out, absolute names
+    and devices), at most MAX_TAR_MEMBERS members, 64 MiB each and 512 MiB in all; what is left out is
+    noted in ``cut``."""
+    total = 0
+    with tarfile.open(path, "r:*") as tar:
+        for member in tar_members(tar, path, cut):
+            if not (member.isfile() or member.isdir()):
+                continue
+            if member.size > MAX_CAPTURED_FILE_BYTES:
+                cut.append(f"{member.name}: {member.size / 2**20:.0f} MiB, over the cap per file: not read")
+                continue
+            total += member.size
+            if total > MAX_BUNDLE_BYTES:
+                raise UsageError(
+                    f"{path}: more than {MAX_BUNDLE_BYTES // 2**20} MiB of files; not a vllm-medic bundle?"
+                )
+            tar.extract(member, dest, filter="data")
+
+
 def load_multinode(path: Path) -> tuple[dict[str, Any], dict[str, CollectResult]]:
     """Read a multi-node bundle (directory or .tar.gz): the summary and each node's collection."""
     path = Path(path)
     if path.is_file():
         with tempfile.TemporaryDirectory(prefix="vllm-medic-cluster-") as tmp:
+            cut: list[str] = []
             try:
-                with tarfile.open(path, "r:*") as tar:
-                    tar.extractall(tmp, filter="data")
+                _extract_capped(path, Path(tmp), cut)
             except (tarfile.TarError, OSError, EOFError) as exc:
                 raise UsageError(f"cannot read {path}: {exc}") from None
-            return load_multinode(Path(tmp))
+            summary, nodes = load_multinode(Path(tmp))
+            for result in nodes.values():
+                result.manifest.setdefault("cut", []).extend(cut)
+            return summary, nodes
     root = path if (path / CLUSTER_FILE).is_file() else next(p.parent for p in path.glob(f"*/{CLUSTER_FILE}"))
+    from vllm_medic.safeio import loads_json, read_text
+
     try:
-        summary = json.loads((root / CLUSTER_FILE).read_text(encoding="utf-8"))
+        summary = loads_json(read_text(root / CLUSTER_FILE, MAX_CAPTURED_FILE_BYTES, CLUSTER_FILE))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"cannot read {root / CLUSTER_FILE}: {exc}") from None
     if not isinstance(summary, dict):

@@ -14,8 +14,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vllm_medic.errors import UsageError
-
 _FORMATS = ("%m-%d %H:%M:%S.%f", "%m-%d %H:%M:%S")
 
 
@@ -147,11 +145,10 @@ def triage_ray(
     from vllm_medic.cluster.fanout import _ray_clock_offset, _ray_node_names
 
     catalogue_texts = {}
+    from vllm_medic.safeio import read_arg_text
+
     for p in catalogue_paths:
-        try:
-            catalogue_texts[str(p)] = Path(p).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read catalogue {p}: {exc.strerror or exc}") from None
+        catalogue_texts[str(p)] = read_arg_text(p, "catalogue")
     from vllm_medic.cluster.raysession import connect
 
     ray = connect(address, what="triage --ray", ship_package=ship_package)

@@ -174,6 +174,11 @@ class SshTarget:
 
 def parse_hosts_file(path: Path) -> list[SshTarget]:
     """One node per line: ``[user@]host[:port]``; blank lines and ``#`` comments ignored."""
+    from vllm_medic.safeio import kind_of
+
+    kind = kind_of(Path(path).expanduser().resolve())
+    if kind not in (None, "missing") and not kind.startswith("unreadable"):
+        raise UsageError(f"the hosts file {path} is {kind}, not a regular file: refused")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:

@@ -11,7 +11,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -30,6 +30,9 @@ from vllm_medic.snapshot import SCHEMA_VERSION, Snapshot
 
 MAX_CAPTURED_FILE_BYTES = 64 * 1024 * 1024
 MAX_BUNDLE_BYTES = 512 * 1024 * 1024
+# Members read from one tarball: a bundle holds ~40 files per node (a 64-node bundle ~2,600); 100,000
+# empty members took 37 s before this cap.
+MAX_TAR_MEMBERS = 10_000
 BUNDLE_META_FILES = ("snapshot.json", "manifest.json")
 
 
@@ -265,14 +268,19 @@ def _store_launch(launch: str, raw: dict[str, bytes], sources: dict[str, dict[st
         Path(os.path.expanduser(launch.strip())) if "\n" not in launch and len(launch) < 4096 else None
     )
     if candidate is not None and candidate.is_file():
+        from vllm_medic.safeio import read_bytes
+
         try:
-            raw["launch.txt"] = _redacted_bytes(candidate.read_bytes()[:MAX_CAPTURED_FILE_BYTES])
-        except OSError as exc:
+            data, _cut = read_bytes(
+                candidate.resolve(), MAX_CAPTURED_FILE_BYTES, "launch file", shown=candidate
+            )
+            raw["launch.txt"] = _redacted_bytes(data)
+        except UsageError as exc:
             sources["launch"] = _entry(
                 "launch",
                 None,
-                status="permission" if isinstance(exc, PermissionError) else "error",
-                message=f"cannot read {candidate}: {exc.strerror or exc}",
+                status="permission" if "ermission" in str(exc) else "error",
+                message=str(exc),
                 origin=f"file:{candidate}",
             )
             return f"file:{candidate}"
@@ -298,16 +306,19 @@ def _store_launch_config(
     path = config_file_path(parse_launch_text(launch_raw.decode("utf-8", "replace")), base)
     if path is None:
         return
+    from vllm_medic.safeio import read_bytes
+
     try:
-        raw["launch-config.yaml"] = _redacted_bytes(path.read_bytes()[:MAX_CAPTURED_FILE_BYTES])
+        data, _cut = read_bytes(path.resolve(), MAX_CAPTURED_FILE_BYTES, "--config file", shown=path)
+        raw["launch-config.yaml"] = _redacted_bytes(data)
         sources["launch-config"] = _entry("launch-config", "launch-config.yaml", command=f"(file {path})")
-    except OSError as exc:
+    except UsageError as exc:  # missing, a FIFO or a device: named in the manifest, never blocked on
         sources["launch-config"] = _entry(
             "launch-config",
             None,
             command=f"(file {path})",
             status="missing",
-            message=f"{path}: {exc.strerror or exc}",
+            message=str(exc),
         )
 
 
@@ -347,16 +358,19 @@ def _read_files(
 def _read_model_config(model_path: str, raw: dict[str, bytes], sources: dict[str, dict[str, Any]]) -> None:
     path = Path(os.path.expanduser(model_path))
     config = path / "config.json" if path.is_dir() else path
+    from vllm_medic.safeio import read_bytes
+
     try:
-        raw["model-config.json"] = _redacted_bytes(config.read_bytes()[:MAX_CAPTURED_FILE_BYTES])
+        data, _cut = read_bytes(config.resolve(), MAX_CAPTURED_FILE_BYTES, "--model config", shown=config)
+        raw["model-config.json"] = _redacted_bytes(data)
         sources["model-config"] = _entry("model-config", "model-config.json", command=f"(read {config})")
-    except OSError as exc:
+    except UsageError as exc:
         sources["model-config"] = _entry(
             "model-config",
             None,
             command=f"(read {config})",
-            status="missing" if isinstance(exc, FileNotFoundError) else "error",
-            message=f"{config}: {exc.strerror or exc}",
+            status="missing" if "no such file" in str(exc) else "error",
+            message=str(exc),
         )
 
 
@@ -419,18 +433,20 @@ def load_captured(path: Path) -> CollectResult:
             raise UsageError(
                 f"{path} is {kind}: expected a directory of captured outputs or a .tar.gz bundle"
             )
+    cut: list[str] = []  # what the caps left out, recorded in the manifest (never silent)
     try:
         if path.is_dir():
-            files = _read_dir(path)
+            _refuse_multinode(path, (path / "cluster.json").is_file())
+            files = _read_dir(path, cut)
         elif tarfile.is_tarfile(path):
-            files = _read_tar(path)
+            files = _read_tar(path, cut)
         else:
             files = _read_transcript(path)
     except PermissionError as exc:
         raise UsageError(f"cannot read {path}: permission denied ({exc.filename or path})") from None
     except (OSError, tarfile.TarError, EOFError) as exc:
         raise UsageError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    manifest_in = _json_or_none(files.pop("manifest.json", None))
+    manifest_in = _manifest_or_none(path, files.pop("manifest.json", None))
     files.pop("snapshot.json", None)
     # every file is kept (other stages read their own files from the bundle); only canonical ones are parsed here
     raw = dict(files)
@@ -490,19 +506,52 @@ def load_captured(path: Path) -> CollectResult:
         "ignored_files": ignored,
         "sources": sorted(sources.values(), key=lambda e: str(e["name"])),
     }
+    if cut:
+        manifest["cut"] = cut
     return CollectResult(snapshot=snapshot, manifest=manifest, raw=raw)
 
 
-def _json_or_none(data: bytes | None) -> Any:
+def _refuse_multinode(path: Path, multinode: bool) -> None:
+    """One node's reader must not flatten a multi-node bundle (every node's nvidia-smi.txt into one)."""
+    if multinode:
+        raise UsageError(
+            f"{path} is a multi-node bundle (it has cluster.json): this reads one node's outputs; "
+            "run `vllm-medic check --from` on the whole bundle, or give one node's directory (nodes/NODE)"
+        )
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB"
+
+
+def tar_members(tar: tarfile.TarFile, path: Path, cut: list[str]) -> Iterator[tarfile.TarInfo]:
+    """The members of ``tar``, at most :data:`MAX_TAR_MEMBERS`; past it a note goes into ``cut`` and
+    the rest is never read (each header costs a read: 100,000 empty members took 37 s)."""
+    for count, member in enumerate(tar, 1):
+        if count > MAX_TAR_MEMBERS:
+            cut.append(f"{path}: more than {MAX_TAR_MEMBERS:,} members: the rest were not read")
+            return
+        yield member
+
+
+def _manifest_or_none(path: Path, data: bytes | None) -> Any:
+    """The bundle's manifest.json, or None where it is missing or not JSON (the raw files still count);
+    nested past the cap is a usage error naming it (a crafted manifest, not a damaged one)."""
+    from vllm_medic.safeio import MAX_JSON_DEPTH, JsonTooDeep, loads_json
+
     if data is None:
         return None
     try:
-        return json.loads(data.decode("utf-8", "replace"))
+        return loads_json(data.decode("utf-8", "replace"))
+    except JsonTooDeep:
+        raise UsageError(
+            f"{path}: manifest.json is nested more than {MAX_JSON_DEPTH} levels deep: refused"
+        ) from None
     except json.JSONDecodeError:
         return None
 
 
-def _read_dir(path: Path) -> dict[str, bytes]:
+def _read_dir(path: Path, cut: list[str]) -> dict[str, bytes]:
     """Regular files only: a symlink (to a key file, /proc/self/environ), FIFO, device or socket inside
     the directory is never followed nor opened."""
     from vllm_medic.safeio import is_regular, kind_of, read_bytes
@@ -517,7 +566,11 @@ def _read_dir(path: Path) -> dict[str, bytes]:
     for p in entries:
         if p.name.startswith("."):
             continue
-        files[p.name], _cut = read_bytes(p, MAX_CAPTURED_FILE_BYTES, "captured file")
+        files[p.name], was_cut = read_bytes(p, MAX_CAPTURED_FILE_BYTES, "captured file")
+        if was_cut:
+            cut.append(
+                f"{p.name}: larger than {_mib(MAX_CAPTURED_FILE_BYTES)}: only its first {_mib(MAX_CAPTURED_FILE_BYTES)} read"
+            )
     return files
 
 
@@ -537,13 +590,19 @@ def _read_transcript(path: Path) -> dict[str, bytes]:
     return files
 
 
-def _read_tar(path: Path) -> dict[str, bytes]:
+def _read_tar(path: Path, cut: list[str]) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     total = 0
     with tarfile.open(path, "r:*") as tar:
-        for member in tar:
+        for member in tar_members(tar, path, cut):
             name = os.path.basename(member.name)
-            if not member.isfile() or name.startswith(".") or member.size > MAX_CAPTURED_FILE_BYTES:
+            _refuse_multinode(path, name == "cluster.json")
+            if not member.isfile() or name.startswith("."):
+                continue
+            if member.size > MAX_CAPTURED_FILE_BYTES:
+                cut.append(
+                    f"{member.name}: {_mib(member.size)}, over the {_mib(MAX_CAPTURED_FILE_BYTES)} cap per file: not read"
+                )
                 continue
             total += member.size
             if total > MAX_BUNDLE_BYTES:

@@ -115,10 +115,13 @@ def _parse_launch(text_or_argv: str | list[str], source: str) -> Launch:
     text = str(text_or_argv)
     path = _as_existing_file(text)
     if path is not None:
+        from vllm_medic.errors import UsageError
+        from vllm_medic.safeio import read_arg_text
+
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            return Launch(source=source, warnings=[f"cannot read launch file {path}: {exc.strerror or exc}"])
+            text = read_arg_text(path, "launch file")
+        except UsageError as exc:
+            return Launch(source=source, warnings=[str(exc)])
         if source == "argv":
             source = "file"
     launch = parse_launch_text(text)
@@ -765,11 +768,17 @@ def _apply_config_file(launch: Launch, base: Path) -> None:
     config = launch.args.get("config")
     if not isinstance(config, str):
         return
+    from vllm_medic.errors import UsageError
+    from vllm_medic.safeio import read_arg_text
+
     path = config_file_path(launch, base)
-    try:
-        text = path.read_text(encoding="utf-8") if path is not None else ""
-    except OSError:
+    if path is not None and not path.exists():
         launch.warnings.append(f"--config {config}: file not found here; its arguments were not read")
+        return
+    try:
+        text = read_arg_text(path, "--config file") if path is not None else ""
+    except UsageError as exc:  # a FIFO, a device, a directory, unreadable: named, never blocked on
+        launch.warnings.append(f"{exc}; its arguments were not read")
         return
     merge_config_text(launch, text)
 

@@ -103,14 +103,18 @@ def _check_timeouts(timeout: float, image_timeout: float) -> None:
 def _read_captured(from_dir: Path, snap: Snapshot) -> tuple[Snapshot, dict[str, Any]]:
     """(the bundle's snapshot.json, else ``snap``; the health facts) from the outputs captured in DIR."""
     from vllm_medic.health import probe
+    from vllm_medic.safeio import loads_json
     from vllm_medic.snapshot import Snapshot
 
     if not from_dir.exists():
         raise UsageError(f"--from {from_dir}: no such directory or bundle")
+    cut: list[str] = []
     try:
-        files = probe.read_dir(from_dir)
+        files = probe.read_dir(from_dir, cut)
     except (OSError, EOFError) as exc:
         raise UsageError(f"--from {from_dir}: cannot read ({exc})") from exc
+    for note in cut:
+        stderr.print(f"note: {note}", highlight=False, markup=False)
     snap_text = files.pop("snapshot.json", None)
     if not files:
         raise UsageError(
@@ -118,7 +122,7 @@ def _read_captured(from_dir: Path, snap: Snapshot) -> tuple[Snapshot, dict[str, 
         )
     if snap_text is not None:
         try:
-            snap = Snapshot.from_dict(json.loads(snap_text))
+            snap = Snapshot.from_dict(loads_json(snap_text))
         except (json.JSONDecodeError, AttributeError, TypeError) as exc:
             raise UsageError(f"{from_dir}: snapshot.json is not valid JSON ({exc})") from exc
     return snap, probe.from_files(files)

@@ -19,8 +19,10 @@ class ModelFiles:
 
 
 def _read_json(path: Path) -> Any:
+    from vllm_medic.safeio import loads_json, read_arg_text
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_json(read_arg_text(path, "file"))
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -34,6 +36,11 @@ def read_model(path_str: str) -> ModelFiles:
         raise UsageError(f"--config {path}: no such file or directory")
     directory = path if path.is_dir() else path.parent
     config_path = path / "config.json" if path.is_dir() else path
+    from vllm_medic.safeio import kind_of
+
+    kind = kind_of(config_path.resolve())
+    if kind not in (None, "missing"):  # a FIFO would block the read; named, at once
+        raise UsageError(f"--config {config_path} is {kind}, not a regular file: refused")
     if not config_path.is_file():
         raise UsageError(f"{directory} has no config.json")
     config = _read_json(config_path)

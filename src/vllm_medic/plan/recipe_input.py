@@ -71,8 +71,12 @@ def load_recipe_baseline(name_or_path: str, variant: str = "default") -> RecipeB
     if path.is_file():
         import yaml
 
+        from vllm_medic.safeio import read_arg_text
+        from vllm_medic.safeyaml import safe_load
+
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            # aliases refused, nesting and size capped; the recipe loader has named what is wrong already
+            raw = safe_load(read_arg_text(path, "--recipe"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             raw = None
         if isinstance(raw, dict) and isinstance(raw.get("variants"), dict):

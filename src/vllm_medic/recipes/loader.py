@@ -67,10 +67,9 @@ def load_recipe(name_or_path: str) -> Recipe:
         )
     if path.is_dir():
         raise UsageError(f"recipe {path}: is a directory; give a recipe YAML file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"recipe {path}: cannot read: {exc}") from exc
+    from vllm_medic.safeio import read_arg_text
+
+    text = read_arg_text(path, "recipe")  # a FIFO or a device: exit 2 at once, not a blocked read
     doc = _yaml(text, str(path))
     try:
         if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("vllm-medic/recipe/"):
@@ -348,10 +347,9 @@ def _load_strategies(path: Path, wanted: set[str]) -> dict[str, dict[str, Any]]:
     for f in sorted(sdir.glob("*.yaml")):
         if wanted and f.stem not in wanted:
             continue
-        try:
-            doc = _yaml(f.read_text(encoding="utf-8"), str(f))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"recipe strategy {f}: cannot read: {exc}") from exc
+        from vllm_medic.safeio import read_arg_text
+
+        doc = _yaml(read_arg_text(f, "recipe strategy"), str(f))
         if isinstance(doc, dict):
             out[str(doc.get("name", f.stem))] = doc
     return out

@@ -23,6 +23,9 @@ Conventions:
   SSE event completed by that read carries that stamp. Pass ``t_intended`` (the
   time the request *should* have been sent, from an open-loop schedule) to measure latency from it
   rather than from the actual send, so client-side queueing is counted.
+- Every body read is capped (``MAX_BODY_BYTES`` whole, ``MAX_STREAM_BYTES`` and ``MAX_KEPT_CHUNKS``
+  streamed): past the cap the connection is dropped and the result says so (``ErrorKind.TOO_LARGE``,
+  "cut at N MiB"), so a server answering 200 MB costs the cap, never the body.
 - Metric definitions (TTFT, TPOT, ITL, E2E) are in ``docs/metrics.md``; ``StreamResult`` implements
   them: tokens are counted from ``usage``, not from chunks.
 - Streams (``chat_stream``) go over ``serve.rawhttp`` — a minimal HTTP/1.1 transport that stamps each
@@ -44,10 +47,15 @@ from typing import Any
 from vllm_medic.errors import ToolError
 from vllm_medic.redact import redact_text
 from vllm_medic.serve.metrics import Metrics, parse_prometheus
-from vllm_medic.serve.rawhttp import ConnectTimeout, RawPool, ResponseDisconnected, StallError
-from vllm_medic.serve.sse import SSEParser, check_chat_stream
+from vllm_medic.serve.rawhttp import BodyTooLarge, ConnectTimeout, RawPool, ResponseDisconnected, StallError
+from vllm_medic.serve.sse import MAX_PROBLEMS, SSEParser, check_chat_stream
 
 BODY_EXCERPT_CHARS = 2000
+MAX_BODY_BYTES = 16 * 1024 * 1024  # a whole response (/metrics, /v1/models, a non-streamed completion)
+MAX_STREAM_BYTES = 4 * 1024 * 1024  # one streamed (SSE) response (a 64-token answer is ~20 KB)
+MAX_KEPT_CHUNKS = 20_000  # SSE chunks kept for the conformance checks (a 64-token answer has ~70)
+MAX_EVENT_BYTES = 1024 * 1024  # one SSE event still without its end (vLLM's are a few hundred bytes)
+_HEALTH_BODY_BYTES = 64 * 1024  # /health's body is never used
 
 try:  # orjson parses SSE chunks several times faster; the stdlib is the fallback
     import orjson
@@ -78,6 +86,7 @@ class ErrorKind(StrEnum):
     MALFORMED_SSE = "malformed_sse"  # a data line that is not JSON, or broken framing
     STREAM_ERROR = "stream_error"  # the server sent an error object inside the stream
     BAD_JSON = "bad_json"  # non-streaming response that is not JSON
+    TOO_LARGE = "too_large"  # the body passed its cap (MAX_BODY_BYTES / MAX_STREAM_BYTES): cut, not parsed
     OTHER = "other"
 
 
@@ -302,8 +311,36 @@ class StreamResult:
         return d
 
 
+def _mib(n: int) -> str:
+    return f"{n / 2**20:g} MiB"
+
+
+def too_large(what: str, cap: int) -> str:
+    return f"{what} is larger than {_mib(cap)}: cut at {_mib(cap)}, not parsed"
+
+
+async def read_capped(resp: Any, cap: int = MAX_BODY_BYTES) -> tuple[bytes, bool]:  # noqa: ANN401 - aiohttp
+    """Up to ``cap`` bytes of an aiohttp response body, and whether it was cut. Past the cap the
+    connection is closed instead of drained: the rest of a 200 MB answer is never read."""
+    chunks: list[bytes] = []
+    total = 0
+    while total <= cap:
+        chunk = await resp.content.read(min(1 << 20, cap + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    data = b"".join(chunks)
+    if total > cap:
+        resp.close()
+        return data[:cap], True
+    return data, False
+
+
 def classify_exception(exc: BaseException, *, mid_response: bool = False) -> ErrorKind:
     """Map a client-side exception to an ErrorKind (pure; used by the client and the load generator)."""
+    if isinstance(exc, BodyTooLarge):
+        return ErrorKind.TOO_LARGE
     if isinstance(exc, StallError):
         return ErrorKind.STALL
     if isinstance(exc, ConnectTimeout):
@@ -435,7 +472,7 @@ class ServerClient:
             async with session.get(
                 self.base_url + "/health", timeout=self._timeout(timeout_s or 10.0)
             ) as resp:
-                await resp.read()
+                await read_capped(resp, _HEALTH_BODY_BYTES)
                 status = resp.status
         except Exception as exc:  # noqa: BLE001 - classified into an ErrorKind, never raised
             return HealthResult(
@@ -447,15 +484,24 @@ class ServerClient:
         return HealthResult(False, status, latency, http_kind(status), f"/health answered HTTP {status}")
 
     async def _get(self, path: str, timeout_s: float | None = None) -> tuple[int, bytes]:
+        """Status and body; a body past ``MAX_BODY_BYTES`` is an EndpointError (TOO_LARGE) saying so."""
         session = self._ensure_session()
         try:
             async with session.get(self.base_url + path, timeout=self._timeout(timeout_s)) as resp:
-                return resp.status, await resp.read()
+                status = resp.status
+                body, cut = await read_capped(resp)
         except Exception as exc:  # noqa: BLE001
             kind = classify_exception(exc)
             raise EndpointError(
                 f"GET {self.base_url}{path} failed ({kind}): {self._exc_text(exc)}", kind
             ) from None
+        if cut:
+            raise EndpointError(
+                f"GET {self.base_url}{path}: {too_large(f'the answer (HTTP {status})', MAX_BODY_BYTES)}",
+                ErrorKind.TOO_LARGE,
+                status,
+            )
+        return status, body
 
     def _status_error(self, method: str, path: str, status: int, body: bytes) -> EndpointError:
         excerpt = self.redact(body[:400].decode("utf-8", errors="replace"))
@@ -524,12 +570,19 @@ class ServerClient:
             async with session.post(
                 self.base_url + "/tokenize", json=body, timeout=self._timeout(None)
             ) as resp:
-                status, raw = resp.status, await resp.read()
+                status = resp.status
+                raw, cut = await read_capped(resp)
         except Exception as exc:  # noqa: BLE001
             kind = classify_exception(exc)
             raise EndpointError(
                 f"POST {self.base_url}/tokenize failed ({kind}): {self._exc_text(exc)}", kind
             ) from None
+        if cut:
+            raise EndpointError(
+                f"POST {self.base_url}/tokenize: {too_large(f'the answer (HTTP {status})', MAX_BODY_BYTES)}",
+                ErrorKind.TOO_LARGE,
+                status,
+            )
         if status in (404, 405):
             return None
         if status != 200:
@@ -592,13 +645,19 @@ class ServerClient:
                 headers={"Content-Type": "application/json"},
                 timeout=self._timeout(timeout_s, self.stall_timeout_s),
             ) as resp:
-                status, raw = resp.status, await resp.read()
+                status = resp.status
+                raw, cut = await read_capped(resp)
         except Exception as exc:  # noqa: BLE001
             return ChatResult(
                 False, None, time.perf_counter() - t0, None, classify_exception(exc), self._exc_text(exc)
             )
         latency = time.perf_counter() - t0
         excerpt = self.redact(raw[:BODY_EXCERPT_CHARS].decode("utf-8", errors="replace"))
+        if cut:
+            return ChatResult(
+                False, status, latency, None, ErrorKind.TOO_LARGE,
+                too_large(f"the answer (HTTP {status})", MAX_BODY_BYTES), excerpt,
+            )  # fmt: skip
         try:
             data = json.loads(raw)
         except ValueError:
@@ -650,6 +709,9 @@ class ServerClient:
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
                 raise
+            # The traceback holds the transport's frames (and through them this stream's buffers) in a
+            # cycle with the request's future: dropped here, they are freed now rather than at a GC pass.
+            exc.__traceback__ = None
             res.t_last = time.perf_counter()
             state.finish_text()
             res.error_kind = classify_exception(exc, mid_response=state.res.n_events > 0)
@@ -709,7 +771,7 @@ class ServerClient:
 class _StreamState:
     """Consumes SSE bytes as they are read (inside the protocol callback) into a StreamResult."""
 
-    __slots__ = ("res", "keep", "redact", "parser", "content", "reasoning")
+    __slots__ = ("res", "keep", "redact", "parser", "content", "reasoning", "n_bytes")
 
     def __init__(self, res: StreamResult, keep: bool, redact: Callable[[str], str]) -> None:
         self.res = res
@@ -718,15 +780,26 @@ class _StreamState:
         self.parser = SSEParser()
         self.content: list[str] = []
         self.reasoning: list[str] = []
+        self.n_bytes = 0
 
     def on_headers(self, status: int, headers: dict[str, str], t: float) -> None:
         self.res.status = status
         self.res.t_headers = t
 
     def on_data(self, data: bytes, t: float) -> None:
+        self.n_bytes += len(data)
+        if self.n_bytes > MAX_STREAM_BYTES:
+            raise BodyTooLarge(too_large("the stream", MAX_STREAM_BYTES))
         events = self.parser.feed(data, t)
         if events:
             self.consume(events)
+            if self.keep and len(self.res.chunks) > MAX_KEPT_CHUNKS:
+                raise BodyTooLarge(f"the stream has more than {MAX_KEPT_CHUNKS} chunks: cut there")
+        if self.parser.pending > MAX_EVENT_BYTES:
+            self.parser = SSEParser()  # the held bytes are dropped at once, not with the result
+            raise BodyTooLarge(
+                f"an SSE event is larger than {_mib(MAX_EVENT_BYTES)} without its end: cut there"
+            )
 
     def finish_text(self) -> None:
         self.res.content = "".join(self.content)
@@ -750,10 +823,12 @@ class _StreamState:
                 if res.error_kind is None:
                     res.error_kind = ErrorKind.MALFORMED_SSE
                     res.error = f"data line is not JSON: {text!r}"
-                res.problems.append(f"malformed: data line is not JSON: {text!r}")
+                if len(res.problems) < MAX_PROBLEMS:
+                    res.problems.append(f"malformed: data line is not JSON: {text!r}")
                 continue
             if type(chunk) is not dict:
-                res.problems.append(f"malformed: data is not a JSON object: {data[:80]!r}")
+                if len(res.problems) < MAX_PROBLEMS:
+                    res.problems.append(f"malformed: data is not a JSON object: {data[:80]!r}")
                 continue
             if self.keep:
                 res.chunks.append(chunk)

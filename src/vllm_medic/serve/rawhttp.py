@@ -14,7 +14,8 @@ for SSE). A pooled connection that dies before answering is retried once on a fr
 
 Errors raised (the client maps them to ErrorKind): ``ConnectionRefusedError``, ``socket.gaierror``,
 ``ConnectTimeout``, ``TimeoutError`` (total), ``StallError`` (no bytes for ``stall_s`` mid-response),
-``ResponseDisconnected`` (closed before the body was complete), ``ConnectionResetError``.
+``ResponseDisconnected`` (closed before the body was complete), ``ConnectionResetError``,
+``BodyTooLarge`` (raised by the sink to stop reading a body past its cap; the connection is dropped).
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ class ResponseDisconnected(Exception):
 
 class ConnectTimeout(Exception):
     pass
+
+
+class BodyTooLarge(Exception):
+    """A response body past its cap: the sink raises it, the connection is aborted, the request fails."""
 
 
 @dataclass
@@ -185,7 +190,10 @@ class _Conn(asyncio.Protocol):
             if len(req.error_body) < MAX_ERROR_BODY:
                 req.error_body += data[: MAX_ERROR_BODY - len(req.error_body)]
         elif data:
-            req.sink(data, t)
+            try:
+                req.sink(data, t)
+            except BodyTooLarge as exc:  # no traceback kept: its frames hold the sink's buffers
+                self._fail(exc.with_traceback(None))
 
     def _body(self, data: bytes, t: float) -> None:
         req = self.req
@@ -498,6 +506,9 @@ class RawPool:
             if watchdog is not None:
                 watchdog.cancel()
             conn.req = None
+            # check_stall's closure holds itself (it reschedules itself) and ``req``, whose sink holds the
+            # caller's buffers: emptying the cell frees them now, not at the next full GC pass.
+            check_stall = None  # type: ignore[assignment]  # noqa: F841
         if conn.reusable():
             self._idle.setdefault(key, []).append(conn)
         return resp

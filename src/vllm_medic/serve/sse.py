@@ -24,12 +24,28 @@ class SSEEvent:
     event: str | None = None
 
 
+MAX_PROBLEMS = 50  # framing problems kept per stream; a garbage stream of short lines would keep millions
+
+
 @dataclass
 class SSEParser:
     problems: list[str] = field(default_factory=list)
     _buf: bytes = b""
     _data: list[bytes] = field(default_factory=list)
     _event: str | None = None
+    _data_bytes: int = 0
+    problems_dropped: int = 0
+
+    @property
+    def pending(self) -> int:
+        """Bytes held for the event not yet complete (the caller caps it: no boundary, no end)."""
+        return len(self._buf) + self._data_bytes
+
+    def _problem(self, text: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(text)
+        else:
+            self.problems_dropped += 1
 
     def feed(self, chunk: bytes, t: float) -> list[SSEEvent]:
         buf = self._buf + chunk if self._buf else chunk
@@ -66,6 +82,7 @@ class SSEParser:
                 if self._data:
                     out.append(SSEEvent(b"\n".join(self._data), t, self._event))
                 self._data = []
+                self._data_bytes = 0
                 self._event = None
                 continue
             self._line(line)
@@ -77,23 +94,20 @@ class SSEParser:
             return
         key, sep, value = line.partition(b":")
         if not sep:
-            self.problems.append(
-                f"framing: line without a field name: {line[:120].decode(errors='replace')!r}"
-            )
+            self._problem(f"framing: line without a field name: {line[:120].decode(errors='replace')!r}")
             return
         if value.startswith(b" "):
             value = value[1:]
         if key == b"data":
             self._data.append(value)
+            self._data_bytes += len(value)
         elif key == b"event":
             self._event = value.decode("utf-8", errors="replace")
         elif key in (b"id", b"retry"):
             return
         else:
             text = line[:120].decode("utf-8", errors="replace")
-            self.problems.append(
-                f"framing: unknown field {key[:40].decode(errors='replace')!r} in line {text!r}"
-            )
+            self._problem(f"framing: unknown field {key[:40].decode(errors='replace')!r} in line {text!r}")
 
     def close(self) -> list[SSEEvent]:
         """End of stream: a trailing event without its blank line is a framing problem."""
@@ -104,9 +118,10 @@ class SSEParser:
                 self._line(line.rstrip(b"\r"))
             self._buf = b""
         if self._data:
-            self.problems.append("framing: last event not terminated by a blank line")
+            self._problem("framing: last event not terminated by a blank line")
             out.append(SSEEvent(b"\n".join(self._data), -1.0, self._event))
             self._data = []
+            self._data_bytes = 0
         return out
 
 

@@ -5,10 +5,27 @@ Every fault rate is a probability per request, drawn from a seeded RNG so a test
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 SIM_VERSION = "0.32.0+vllm-medic-sim"
+
+# The smallest value a numeric option may take (a negative context length or a NaN delay is a usage
+# error, not a server that misbehaves later); floats must also be finite.
+_MINIMUM = {
+    "max_model_len": 1,
+    "output_tokens": 0,
+    "ttft_ms": 0.0,
+    "prefill_ms_per_token": 0.0,
+    "itl_ms": 0.0,
+    "disconnect_after": 0,
+    "stall_after": 0,
+    "stall_s": 0.0,
+    "crash_exit_after_s": 0.0,
+    "retention_interval": 0,
+    "crash_at_concurrency": 1,
+}
 
 
 @dataclass
@@ -81,4 +98,10 @@ class SimConfig:
                 problems.append(f"--{name.replace('_', '-')} must be between 0 and 1 (got {v})")
         if self.max_num_seqs < 1 or self.num_gpu_blocks < 1:
             problems.append("--max-num-seqs and --num-gpu-blocks must be >= 1")
+        for name, low in _MINIMUM.items():
+            v = getattr(self, name)
+            if v is not None and (not math.isfinite(v) or v < low):
+                problems.append(f"--{name.replace('_', '-')} must be a number >= {low} (got {v})")
+        if not 100 <= self.error_status <= 599:
+            problems.append(f"--error-status must be an HTTP status 100..599 (got {self.error_status})")
         return problems

@@ -297,11 +297,10 @@ def load_catalogue(extra: list[Path] | tuple[Path, ...] = ()) -> Catalogue:
     if extra:
         user = Catalogue()
         for path in extra:
+            from vllm_medic.safeio import read_arg_text
+
             path = Path(path)
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                raise UsageError(f"catalogue {path}: cannot read: {exc}") from None
+            text = read_arg_text(path, "catalogue")
             _parse_document(_load_yaml(text, str(path)), str(path), user)
             cat.files.append(str(path))
         user.signatures = [_linear_time(sig) for sig in user.signatures]
