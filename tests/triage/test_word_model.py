@@ -97,18 +97,20 @@ def test_a_root_no_family_claims_gets_the_category_its_words_resemble_and_says_s
     assert without["category"] == "other" and "word model" not in without["why"]
 
 
-def test_a_weak_lead_stays_other(tmp_path):
-    """vllm#15604 (blind round 7, labelled `other`): "not enough values to unpack" shares `enough` with
-    out-of-memory reports, which is far from enough to call it one."""
-    log = (
-        "ERROR 03-27 16:00:23 [core.py:340]     raise result\n"
-        "ERROR 03-27 16:00:23 [core.py:340] ValueError: not enough values to unpack (expected 13, got 12)\n"
-        "ERROR 03-27 16:00:23 [core.py:340] \n"
-        "CRITICAL 03-27 16:00:23 [core_client.py:269] Got fatal signal from worker processes, shutting down. "
-        "See stack trace above for root cause issue.\n"
+def test_a_lead_needs_two_words_and_positive_evidence(tmp_path):
+    """One word leaning a class, or words only slightly ahead of `other`, is not a lead."""
+    labelled = _labelled(
+        tmp_path,
+        [("prefix_cache", "radix_cache lost a child key")] * 3
+        + [("other", "ERROR the gateway lost a request"), ("other", "ERROR a child process lost its key")],
     )
-    rc = _triage(tmp_path, log, None)["root_cause"]
-    assert rc["category"] == "other", rc["why"]
+    model = _build(tmp_path, labelled)
+    one_word = "AssertionError: radix_cache wedged\n"
+    rc = _triage(tmp_path, one_word, model)["root_cause"]
+    assert rc["category"] == "other" and "word model" not in rc["why"], rc["why"]
+    two_words = "AssertionError: radix_cache lost a child key\n"
+    rc = _triage(tmp_path, two_words, model)["root_cause"]
+    assert rc["category"] == "prefix_cache" and "word model" in rc["why"], rc["why"]
 
 
 def test_a_signature_verdict_is_never_overridden(tmp_path):

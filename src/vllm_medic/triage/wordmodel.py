@@ -28,23 +28,94 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from vllm_medic.triage.normalize import normalize_line
+from vllm_medic.triage.novelty import load_healthy_model
+
 CONTEXT = 3  # lines on either side of the root, as the scanner keeps them (scanner.CONTEXT_LINES)
 MIN_DOCS = 2  # a word seen in one labelled log only says which log it was, not which class
-SMOOTHING = 0.1
+SMOOTHING = 1.0  # Laplace: with a few hundred logs, a word seen twice must not decide alone
 # A lead needs at least "positive" evidence over `other` (Kass & Raftery 1995: Bayes factor > e, log-odds
 # > 1): chosen before the held-out rounds were scored with it, not fitted to them.
 MIN_LOG_ODDS = 1.0
+MIN_WORDS = 2  # one word that leans a class is a coincidence, not a lead
 OOM = ("oom_startup", "oom_runtime")
 _WORD = re.compile(r"\b[a-z][a-z0-9_]+")
 MODEL_ENV = "VLLM_MEDIC_TRIAGE_WORD_MODEL"
+QUIET_LEVELS = frozenset({"INFO", "DEBUG", "TRACE", "I", "D"})
+# English function words: on a few hundred logs they co-occur with a class by chance and, summed, outvote
+# the words that mean something.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "has",
+        "have",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "may",
+        "might",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "should",
+        "so",
+        "such",
+        "than",
+        "that",
+        "the",
+        "then",
+        "there",
+        "these",
+        "this",
+        "to",
+        "was",
+        "were",
+        "when",
+        "which",
+        "while",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
+)
 
 
 def features(line: str, before: Iterable[str] = (), after: Iterable[str] = ()) -> frozenset[str]:
-    """The distinct lower-case words of a root line and its neighbours (numbers, hex and punctuation
-    dropped: a word must start with a letter)."""
+    """The distinct lower-case words of a root line and of its neighbours that are neither INFO/DEBUG
+    records nor healthy templates (novelty.py), each line's message only (the log format — level, time, logger, pid, rank, container
+    prefixes — is peeled off by the normaliser, or `WARNING`, `pid` and `py` would decide the category);
+    numbers, hex, punctuation and English function words dropped."""
+    healthy = load_healthy_model()
     words: set[str] = set()
-    for text in (line, *before, *after):
-        words.update(_WORD.findall(text[:4096].lower()))
+    for k, text in enumerate((line, *before, *after)):
+        ev = normalize_line(text[:4096])
+        message = ev.message
+        if k and (healthy.is_healthy(message) or (ev.level or "").upper() in QUIET_LEVELS):
+            continue  # a healthy or INFO neighbour (a start-up banner, a stats line) says nothing of the failure
+        words.update(w for w in _WORD.findall(message.lower()) if w not in STOPWORDS)
     return frozenset(words)
 
 
@@ -94,7 +165,10 @@ class WordModel:
         margin = scores[best] - scores["other"]
         if best == "other" or margin < MIN_LOG_ODDS:
             return None
-        return WordVerdict(best, margin, self._deciding(best, known))
+        deciding = self._deciding(best, known)
+        if len(deciding) < MIN_WORDS:
+            return None
+        return WordVerdict(best, margin, deciding)
 
     def _deciding(self, category: str, words: frozenset[str], top: int = 5) -> tuple[str, ...]:
         def lift(w: str) -> float:
