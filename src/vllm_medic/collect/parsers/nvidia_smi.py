@@ -231,13 +231,13 @@ def _parse_into(text: str, result: SmiTable) -> None:
                 continue
             m = _PROCESS.match(body)
             if m:
-                mem = m.group("mem")
+                used = m.group("mem")
                 result.processes.append(
                     GpuProcess(
                         gpu_index=int(m.group("gpu")) if m.group("gpu").isdecimal() else None,
                         pid=int(m.group("pid")),
                         name=m.group("name").strip(),
-                        used_mib=int(re.sub(r"\D", "", mem)) if mem != "N/A" else None,
+                        used_mib=int(re.sub(r"\D", "", used)) if used != "N/A" else None,
                         type=m.group("type"),
                     )
                 )
