@@ -390,7 +390,9 @@ class RawPool:
         if addrs is None:
             try:
                 ipaddress.ip_address(host)
-                infos = [(socket.AF_INET6 if ":" in host else socket.AF_INET, (host, port))]
+                infos: list[tuple[int, tuple[Any, ...]]] = [
+                    (socket.AF_INET6 if ":" in host else socket.AF_INET, (host, port))
+                ]
             except ValueError:
                 found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
                 infos = [(fam, addr) for fam, _, _, _, addr in found]
