@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from vllm_medic.cli_common import JsonOpt, JunitOpt, StrictOpt, VerboseOpt, console, emit_findings, stderr
-from vllm_medic.errors import MedicError
 
 RecipeOpt = Annotated[
     str,
@@ -55,27 +52,11 @@ ImageOpt = Annotated[
 ]
 
 
-def _exit_codes(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Usage/tool errors become a one-line message and exit 2/3 however the command is invoked."""
-
-    @functools.wraps(func)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except MedicError as exc:
-            from rich.markup import escape
-
-            stderr.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-            raise typer.Exit(exc.exit_code) from exc
-
-    return run
-
-
 def register(app: typer.Typer) -> None:
-    app.command("check")(_exit_codes(check_cmd))
-    app.command("rules")(_exit_codes(rules_cmd))
-    app.command("recipes")(_exit_codes(recipes_cmd))
-    app.command("doctor")(_exit_codes(doctor_cmd))
+    app.command("check")(check_cmd)
+    app.command("rules")(rules_cmd)
+    app.command("recipes")(recipes_cmd)
+    app.command("doctor")(doctor_cmd)
 
 
 def check_cmd(
