@@ -98,12 +98,14 @@ def check_cmd(
 
         if is_multinode(from_):
             _check_cluster(from_, rec, model_config, strategy, hardware, as_json, junit, strict, verbose)
-    if from_ is None and snapshot is None:
-        ev = inputs.live(image, launch, timeout, str(model) if model else None)  # collect parses --launch
+    if from_ is not None:
+        ev = inputs.from_bundle(from_)
+    elif snapshot is not None:
+        ev = inputs.from_snapshot_file(snapshot)
     else:
-        ev = inputs.from_bundle(from_) if from_ is not None else inputs.from_snapshot_file(snapshot)  # type: ignore[arg-type]
-        if launch is not None:
-            inputs.apply_launch(ev.snapshot, launch)
+        ev = inputs.live(image, launch, timeout, str(model) if model else None)  # collect parses --launch
+    if (from_ is not None or snapshot is not None) and launch is not None:
+        inputs.apply_launch(ev.snapshot, launch)
     if model_config is None:
         extra_model = ev.snapshot.extra.get("model")
         if isinstance(extra_model, dict) and extra_model.get("architectures"):

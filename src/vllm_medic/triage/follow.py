@@ -158,8 +158,9 @@ def _command_reader(
 ) -> None:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     procs.append(proc)
-    assert proc.stdout is not None
-    for chunk in iter(lambda: proc.stdout.readline(), b""):  # type: ignore[union-attr]
+    stdout = proc.stdout
+    assert stdout is not None  # stdout=PIPE
+    for chunk in iter(stdout.readline, b""):
         if stop.is_set():
             break
         with lock:

@@ -83,6 +83,7 @@ def _file_source(path: Path, warnings: list[str]) -> LogSource | None:
 
     def opener() -> BinaryIO:
         if is_gz:
+            # a GzipFile reads bytes like any binary file; typeshed does not derive it from BinaryIO
             return gzip.open(path, "rb")  # type: ignore[return-value]
         return path.open("rb", buffering=0)
 

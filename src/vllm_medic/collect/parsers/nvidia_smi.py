@@ -184,7 +184,8 @@ def _parse_into(text: str, result: SmiTable) -> None:
                 block_open = True
                 current = Gpu(index=int(first.group("index")), name=first.group("name").strip())
                 current.persistence_mode = first.group("persist")
-                current.bus_id = _BUS.search(cells[1]).group("bus")  # type: ignore[union-attr]
+                bus = _BUS.search(cells[1])
+                current.bus_id = bus.group("bus") if bus else None
                 result.gpus.append(current)
                 line_in_block = 1
                 continue
