@@ -281,7 +281,7 @@ def environment(run: dict[str, Any], snapshot: dict[str, Any] | None) -> dict[st
         else []
     )
     arch_gpus = arch.get("gpus")
-    listed: list[Any] = arch_gpus if isinstance(arch_gpus, list) else gpus_snap
+    listed: list[object] = arch_gpus if isinstance(arch_gpus, list) else gpus_snap
     gpus = [str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in listed]
     declared = _num(arch.get("gpu_count"))
     gpu_count = int(declared) if declared else (len(gpus) if gpus else None)
