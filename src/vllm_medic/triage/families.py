@@ -226,13 +226,20 @@ def evictable_covers_request(message: str, neighbours: list[str]) -> str | None:
 
 
 _POOL_AT_ZERO = re.compile(r"(?i)\b(?:available|free)_size(?:\(\))?\s*[=:]\s*0\b")
+_POOL_FREE = re.compile(r"(?i)\b(?:available|free)_size(?:\(\))?\s*[=:]\s*(\d+)")
+_POOL_ASKED = re.compile(r"(?i)\b(?:num_reqs|num_tokens|need(?:ed)?|requested|required)\s*[=:]\s*(\d+)")
 
 
 def pool_empty(message: str, neighbours: list[str]) -> str | None:
     """The line prints its pool's free/available counter at 0 (SGLang's allocators print
-    `available_size()=0` when a request could not get a single token): the pool is exhausted."""
-    m = _POOL_AT_ZERO.search(message)
-    return f"`{m.group(0)}` (the pool is empty)" if m else None
+    `available_size()=0` when a request could not get a single token), or below what the same line
+    says was asked for (`available_size()=1, num_reqs=2`): the pool is exhausted."""
+    if m := _POOL_AT_ZERO.search(message):
+        return f"`{m.group(0)}` (the pool is empty)"
+    free, asked = _POOL_FREE.search(message), _POOL_ASKED.search(message)
+    if free and asked and int(free.group(1)) < int(asked.group(1)):
+        return f"`{free.group(0)}` < `{asked.group(0)}` (the pool holds less than asked)"
+    return None
 
 
 COMPUTED_EVIDENCE = {"evictable-covers-request": evictable_covers_request, "pool-empty": pool_empty}
