@@ -153,7 +153,9 @@ def test_collector_prefixes_are_peeled():
     ev = normalize_line("[PID: 749] 2025-12-29-03:16:15.787.356 Get_Socket_Timeout(EI0006): Getting socket")
     assert ev.pid == 749 and ev.timestamp is not None and ev.timestamp.microsecond == 787356
     assert ev.message.startswith("Get_Socket_Timeout(EI0006)")
-    ev = normalize_line('1:   File "/opt/venv/lib/python3.12/site-packages/lightning/pytorch/trainer/trainer.py", line 974')
+    ev = normalize_line(
+        '1:   File "/opt/venv/lib/python3.12/site-packages/lightning/pytorch/trainer/trainer.py", line 974'
+    )
     assert ev.rank == 1 and ev.message.startswith('  File "')
     ev = normalize_line("[1,3]<stderr>:RuntimeError: NCCL error")
     assert ev.rank == 3 and ev.message == "RuntimeError: NCCL error"
