@@ -334,14 +334,40 @@ def _title(root: Hit, tier: int, promoted_count: int, scope: str = "") -> str:
     return "Earliest error line (no known signature)"
 
 
+_EMPTY_EXCEPTION = re.compile(r"\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):\s*")
+_LOG_LINE_START = re.compile(
+    r"\s*(?:\[|\(|\d{2,4}[-:/]|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|Traceback\b|File \")"
+)
+
+
+def _wrapped_message(message: str, after: list[str]) -> str | None:
+    """An exception line with nothing after its colon whose message a console wrapped onto the next
+    lines (Rich prints `ImportError:` alone, then the path, then `: undefined symbol: …`): the
+    exception with those lines joined, up to the first blank or log-looking line."""
+    if not _EMPTY_EXCEPTION.fullmatch(message):
+        return None
+    parts: list[str] = []
+    for raw in after[:3]:
+        if not raw.strip() or _LOG_LINE_START.match(raw):
+            break
+        parts.append(raw.strip())
+    return f"{message.strip()} {' '.join(parts)}" if parts else None
+
+
 def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     families = load_families()
     hits = list(acc.first.values())
     for h in hits:
         if h.signature is None:  # rescore with the full context now that the lines after it are known
             frames = h.event.frames or frames_above(h.event.message, h.before)
+            message = h.event.message
+            if not frames and (wrapped := _wrapped_message(message, h.after)):
+                message = wrapped
+                if (sig := catalogue.classify(wrapped, [])) is not None:
+                    h.signature = sig
+                    continue
             h.family = families.score(
-                h.event.message, frames, [*h.before, *h.after], h.event.origin, cut=h.event.cut is not None
+                message, frames, [*h.before, *h.after], h.event.origin, cut=h.event.cut is not None
             )
     signals = [_entry(h, acc) for h in _sorted([h for h in hits if _tier(h) == T_WEAK])]
     pool, runs_note = _current_runs(hits, acc)
