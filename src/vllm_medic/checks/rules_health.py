@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_medic.checks import health_judges as hr
 from vllm_medic.checks.registry import Rule, rule
-from vllm_medic.health import rules as hr
-from vllm_medic.health.integrate import health_from_raw
+from vllm_medic.collect.health.integrate import health_from_raw
 from vllm_medic.model import Finding, Severity
 
 
