@@ -57,7 +57,9 @@ class CollectResult:
 
 
 @cache
-def _source_table() -> dict[str, Any]:
+def source_table() -> dict[str, Any]:
+    """The probe table (data/sources.yaml): what runs, under which canonical name. Remote collection
+    (cluster/fanout.py) ships the same table to every node."""
     import yaml
 
     text = resources.files("vllm_medic.collect").joinpath("data/sources.yaml").read_text(encoding="utf-8")
@@ -147,7 +149,7 @@ def collect_here(opts: CollectOptions) -> CollectResult:
     env = dict(opts.env if opts.env is not None else os.environ)
     run_env = dict(env)
     run_env.setdefault("LC_ALL", "C")
-    table = _source_table()
+    table = source_table()
     started = _now()
     t0 = time.monotonic()
     raw: dict[str, bytes] = {}
