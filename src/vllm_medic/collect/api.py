@@ -46,6 +46,25 @@ class CollectOptions:
 
 
 @dataclass
+class FanoutOptions:
+    """`collect --ray/--hosts/--k8s`: which nodes to reach and how; the cluster package collects them."""
+
+    ray: str | None = None
+    hosts: Path | None = None
+    k8s: str | None = None
+    namespace: str | None = None
+    container: str | None = None
+    ssh_key: str | None = None
+    ssh_user: str | None = None
+    ssh_accept_new: bool = False
+    remote_python: str = "python3"
+
+    @property
+    def requested(self) -> bool:
+        return any((self.ray, self.hosts, self.k8s))
+
+
+@dataclass
 class CollectResult:
     snapshot: Snapshot
     manifest: dict[str, Any]
