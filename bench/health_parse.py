@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from vllm_medic.collect.health.xid import parse_xid_events  # noqa: E402
 from vllm_medic.health.nccl_path import parse_nccl_logs  # noqa: E402
-from vllm_medic.health.xid import parse_xid_events  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "health"
 

@@ -37,6 +37,7 @@ _COMMAND_MODULES = (
     "vllm_medic.sim.cli",
     "vllm_medic.history.cli",
     "vllm_medic.health.cli",
+    "vllm_medic.cluster.cli",  # last: plugs the multi-node forms into the stages' commands
 )
 
 

@@ -128,9 +128,9 @@ def test_ctrl_c_during_collection_reports_what_was_measured(tmp_path):
         # wait until every nvidia-smi probe of the source table runs (a probe still being spawned when
         # Ctrl-C lands is collect's race to handle, reported separately; this test is about what
         # doctor does next)
-        from vllm_medic.collect.api import _source_table
+        from vllm_medic.collect.api import source_table
 
-        expected = sum(1 for p in _source_table()["probes"] if p["argv"][0] == "nvidia-smi")
+        expected = sum(1 for p in source_table()["probes"] if p["argv"][0] == "nvidia-smi")
 
         def started() -> int:
             return len(marker.read_text().splitlines()) if marker.exists() else 0

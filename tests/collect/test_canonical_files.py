@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from vllm_medic.checks.facts import Facts
-from vllm_medic.collect.api import _source_table
+from vllm_medic.collect.api import source_table
 from vllm_medic.collect.build import source_for_file
 from vllm_medic.collect.files import CANONICAL_FILES
 from vllm_medic.snapshot import Snapshot
 
 
 def test_every_probe_writes_its_sources_canonical_file() -> None:
-    table = _source_table()
+    table = source_table()
     for probe in [*table["probes"], *(table.get("files") or [])]:
         assert probe["file"] == CANONICAL_FILES[probe["name"]][0], probe
 

@@ -1,6 +1,6 @@
 """str.isdigit() is true for '²' and friends, which int() rejects: parsers test with isdecimal()."""
 
-from vllm_medic.health.limits import parse_cgroup_memory
+from vllm_medic.collect.health.limits import parse_cgroup_memory
 
 
 def test_superscript_digits_are_not_a_number():

@@ -9,7 +9,12 @@ from healthkit import data, ids
 from typer.testing import CliRunner
 
 from vllm_medic.cli import app
-from vllm_medic.health.fabric import is_multi_node_nvlink, parse_nvidia_smi_q, parse_service, system_kind
+from vllm_medic.collect.health.fabric import (
+    is_multi_node_nvlink,
+    parse_nvidia_smi_q,
+    parse_service,
+    system_kind,
+)
 
 runner = CliRunner()
 

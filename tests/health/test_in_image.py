@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from healthkit import data, ids
 
-from vllm_medic.health.in_image import (
+from vllm_medic.collect.health.in_image import (
     classify_docker_error,
     cuda_userspace,
     parse_nvidia_smi,
@@ -120,7 +120,7 @@ def test_version_probe_runs_in_a_real_interpreter():
     import subprocess
     import sys
 
-    from vllm_medic.health.in_image import VERSION_PROBE, parse_probe_output
+    from vllm_medic.collect.health.in_image import VERSION_PROBE, parse_probe_output
 
     proc = subprocess.run([sys.executable, "-c", VERSION_PROBE], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from healthkit import data, ids
 
-from vllm_medic.health.in_image import VERSION_PROBE
+from vllm_medic.collect.health.in_image import VERSION_PROBE
 
 IMAGE = "vllm/vllm-openai:kimi-k3"
 

@@ -9,7 +9,7 @@ from healthkit import data, ids
 from typer.testing import CliRunner
 
 from vllm_medic.cli import app
-from vllm_medic.health.limits import parse_cgroup_memory, parse_df_shm, parse_ulimit, probe_live
+from vllm_medic.collect.health.limits import parse_cgroup_memory, parse_df_shm, parse_ulimit, probe_live
 
 runner = CliRunner()
 

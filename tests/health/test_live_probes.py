@@ -8,7 +8,7 @@ import time
 
 from healthkit import data, ids
 
-from vllm_medic.health.runner import run_command
+from vllm_medic.collect.health.runner import run_command
 
 
 def test_runner_kills_a_hung_command_and_its_children(tmp_path):

@@ -65,7 +65,7 @@ def test_xid_before_cuda_error_is_the_root(fake_host, tmp_path):
 
 def test_triage_follows_the_xid_catalogue(cat):
     """Triage and `health` judge an Xid the same way: a `fail` Xid is a strong root, anything else is not."""
-    from vllm_medic.health.xid import catalogue
+    from vllm_medic.collect.health.xid import catalogue
 
     for xid, info in catalogue().items():
         sig = cat.classify(f"[    1.0] NVRM: Xid (PCI:0000:01:00): {xid}, pid=1, name=python3, detail", [])

@@ -8,7 +8,7 @@ from healthkit import data, ids
 from typer.testing import CliRunner
 
 from vllm_medic.cli import app
-from vllm_medic.health.xid import catalogue, group_events, lookup, parse_xid_events
+from vllm_medic.collect.health.xid import catalogue, group_events, lookup, parse_xid_events
 
 runner = CliRunner()
 

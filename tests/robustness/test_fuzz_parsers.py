@@ -384,7 +384,7 @@ def test_triage_scan_text_never_raises(lines: list[str]) -> None:
 @FUZZ
 @given(lines=st.lists(LOG_LINE, max_size=40))
 def test_health_parsers_never_raise(lines: list[str]) -> None:
-    from vllm_medic.health import fabric, limits, xid
+    from vllm_medic.collect.health import fabric, limits, xid
     from vllm_medic.health.nccl_path import nccl_findings, parse_nccl_logs
 
     text = "\n".join(lines)

@@ -46,13 +46,13 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # design, and vllm-ascend-2083's bare AssertionError is reported on its assert statement as the
 # corpus labels it (vllm-4171) now that header-less frames are folded in the embedded form too.
 # Round 7: 61/65 and 62/65 short, 63/65 and 61/65 embedded (aibrix-1188's lone 404 stays a signal
-# inside serving noise). The misses left are listed in blind/README.md ("after scoring").
-# Round 7 category floors are 2 lower since the word model (wordmodel.py) leads two correct `other`
-# roots to out-of-memory (vllm-15604 "not enough values to unpack", gie-1697 "InferencePoolResource
-# Exhausted"): the price of its gain on rounds it has not learned (docs/triage.md, "word model").
+# inside serving noise). Round 8: 61/67 and 59/67 short, 62/67 and 59/67 embedded, two without a
+# root (a prefix-cache hit rate of 0 % and an orderly uvicorn shutdown, both with no failure word).
+# The misses left are listed in blind/README.md ("after scoring").
 LEARNED_FLOOR = {
     "round6.jsonl": {"short": (65, 67, 0), "embedded": (62, 62, 4)},
-    "round7.jsonl": {"short": (59, 62, 0), "embedded": (61, 61, 1)},
+    "round7.jsonl": {"short": (61, 62, 0), "embedded": (63, 61, 1)},
+    "round8.jsonl": {"short": (61, 59, 2), "embedded": (62, 59, 2)},
 }
 
 

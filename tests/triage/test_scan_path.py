@@ -5,9 +5,11 @@ pipe, and block boundaries (tiny blocks) change nothing."""
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
+import subprocess
 import sys
-import threading
 from datetime import datetime
 from pathlib import Path
 
@@ -17,7 +19,6 @@ import vllm_medic.triage.api as api
 import vllm_medic.triage.scanner as scanner
 from vllm_medic.triage import screen_cache
 from vllm_medic.triage.catalogue import load_catalogue
-from vllm_medic.triage.parallel import jobs_for
 from vllm_medic.triage.prefilter import Screen, loosen
 from vllm_medic.triage.sources import LogSource
 
@@ -162,32 +163,52 @@ def test_a_file_and_the_same_bytes_on_a_pipe_agree(tmp_path, monkeypatch, cache)
     assert from_file.to_dict()["sources"][0]["bytes"] == len(data)
 
 
-def test_files_scanned_in_worker_processes_give_the_sequential_verdict(tmp_path, monkeypatch, cache):
+_IN_A_FRESH_PROCESS = """
+import json, sys, threading
+from vllm_medic.triage import api
+from vllm_medic.triage.parallel import jobs_for
+sources = api.expand_inputs([sys.argv[1]], warnings=[])
+jobs = jobs_for(sources)
+stop = threading.Event()
+t = threading.Thread(target=stop.wait)
+t.start()
+under_a_thread = jobs_for(sources)
+stop.set()
+t.join()
+print(json.dumps({"jobs": jobs, "under_a_thread": under_a_thread, "verdict": api.triage([sys.argv[1]]).to_dict()}))
+"""
+
+
+def _fresh(d: Path, jobs: str, cache_dir: Path) -> dict:
+    """jobs_for and the verdict in a new interpreter: whether a fork is allowed depends on the threads
+    of the process, and a test session has threads of its own (servers, watchdogs) by then."""
+    env = {**os.environ, "VLLM_MEDIC_TRIAGE_JOBS": jobs, "VLLM_MEDIC_CACHE_DIR": str(cache_dir)}
+    r = subprocess.run(
+        [sys.executable, "-c", _IN_A_FRESH_PROCESS, str(d)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_files_scanned_in_worker_processes_give_the_sequential_verdict(tmp_path, cache):
     d = _noisy_ranks(tmp_path)
     (d / "rank2.log").write_text(
         "(VllmWorker TP2 pid=9) ERROR 11-30 00:10:00 [multiproc_executor.py:1] NCCL error: unhandled "
         "system error\n",
         encoding="utf-8",
     )
-    monkeypatch.setenv("VLLM_MEDIC_TRIAGE_JOBS", "1")
-    sequential = api.triage([str(d)]).to_dict()
-    monkeypatch.setenv("VLLM_MEDIC_TRIAGE_JOBS", "3")
-    assert jobs_for(api.expand_inputs([str(d)], warnings=[])) == 3
-    parallel = api.triage([str(d)]).to_dict()
-    assert parallel == sequential
-    assert len(sequential["sources"]) == 3 and sequential["cascade"]
+    sequential = _fresh(d, "1", tmp_path / "cache")
+    parallel = _fresh(d, "3", tmp_path / "cache")
+    assert sequential["jobs"] == 1 and parallel["jobs"] == 3
+    assert parallel["verdict"] == sequential["verdict"]
+    assert len(sequential["verdict"]["sources"]) == 3 and sequential["verdict"]["cascade"]
 
 
-def test_no_fork_while_other_threads_run(tmp_path, monkeypatch):
-    d = _noisy_ranks(tmp_path)
-    monkeypatch.setenv("VLLM_MEDIC_TRIAGE_JOBS", "3")
-    sources = api.expand_inputs([str(d)], warnings=[])
-    stop = threading.Event()
-    t = threading.Thread(target=stop.wait)
-    t.start()
-    try:
-        assert jobs_for(sources) == 1
-    finally:
-        stop.set()
-        t.join()
-    assert jobs_for(sources) == 2  # two files
+def test_no_fork_while_other_threads_run(tmp_path, cache):
+    got = _fresh(_noisy_ranks(tmp_path), "3", tmp_path / "cache")
+    assert got["jobs"] == 2  # two files
+    assert got["under_a_thread"] == 1

@@ -5,14 +5,22 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from vllm_medic.accept_steps import STEP_NAMES
 from vllm_medic.cli_common import JsonOpt, JunitOpt, StrictOpt, VerboseOpt
 from vllm_medic.errors import UsageError
+from vllm_medic.hooks import Hook
 from vllm_medic.model import ExitCode
+
+if TYPE_CHECKING:
+    from vllm_medic.accept.context import StartDistributed
+
+#: `--workers N`: the load workers each level is split over; plugged by the cluster package
+#: (cluster/cli.py: Ray actors, cluster/distload.py) and handed to the run through its RunContext
+DISTRIBUTED: Hook[StartDistributed] = Hook("accept --workers")
 
 
 def register(app: typer.Typer) -> None:
@@ -221,7 +229,7 @@ def accept(
     try:
         from vllm_medic.accept.progress import LiveProgress, wanted
 
-        summary = run_accept(opts, store, strict, LiveProgress(wanted(as_json)))
+        summary = run_accept(opts, store, strict, LiveProgress(wanted(as_json)), DISTRIBUTED.plugged)
         code = emit(
             summary,
             store,

@@ -19,6 +19,9 @@ def probes() -> dict[str, Any]:
     return json.loads(resources.files("vllm_medic.accept").joinpath("data/probes.json").read_text("utf-8"))
 
 
+StartDistributed = Callable[[AcceptOptions, str | None], Any]
+
+
 @dataclass
 class RunContext:
     opts: AcceptOptions
@@ -39,7 +42,10 @@ class RunContext:
     attach: Callable[[str, str | bytes, str], None] = lambda _name, _content, _media: None
     run_nonce: str = ""
     live: Any = None  # accept.progress.LiveProgress: the terminal's progress line (None: quiet)
-    distributed: Any = None  # cluster.distload.DistributedLoad, created by the first level that needs it
+    # (options, model) -> load workers with run_step()/close(): how `--workers N` runs a level; the CLI
+    # passes what the cluster package plugged in (cluster.distload: Ray actors), None without it
+    start_distributed: StartDistributed | None = None
+    distributed: Any = None  # what start_distributed made, created by the first level that needs it
 
     def model_name(self) -> str:
         return self.model or self.opts.model or "default"

@@ -15,7 +15,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from vllm_medic.accept.context import RunContext
+from vllm_medic.accept.context import RunContext, StartDistributed
 from vllm_medic.accept.options import AcceptOptions
 from vllm_medic.accept.outcome import StepOutcome, run_verdict, skipped
 from vllm_medic.accept_steps import BY_NAME
@@ -98,7 +98,13 @@ def crash_outcome(name: str, exc: BaseException, partial: dict[str, Any]) -> Ste
     return out.settle()
 
 
-async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary, live: Any = None) -> None:
+async def run_steps(
+    opts: AcceptOptions,
+    recorder: Recorder,
+    summary: RunSummary,
+    live: Any = None,
+    start_distributed: StartDistributed | None = None,
+) -> None:
     from vllm_medic.serve.client import ServerClient
 
     loop = asyncio.get_running_loop()
@@ -123,7 +129,13 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
         async with ServerClient(
             opts.url, api_key=opts.api_key, timeout_s=opts.request_timeout_s, model=opts.model
         ) as client:
-            ctx = RunContext(opts=opts, client=client, progress=progress, attach=recorder.attach)
+            ctx = RunContext(
+                opts=opts,
+                client=client,
+                progress=progress,
+                attach=recorder.attach,
+                start_distributed=start_distributed,
+            )
             ctx.run_nonce = secrets.token_hex(4)
             ctx.live = live
             for name in opts.steps:
@@ -159,7 +171,13 @@ async def run_steps(opts: AcceptOptions, recorder: Recorder, summary: RunSummary
             loop.remove_signal_handler(signal.SIGTERM)
 
 
-def run_accept(opts: AcceptOptions, store: Any, strict: bool, live: Any = None) -> RunSummary:
+def run_accept(
+    opts: AcceptOptions,
+    store: Any,
+    strict: bool,
+    live: Any = None,
+    start_distributed: StartDistributed | None = None,
+) -> RunSummary:
     meta = {
         "url": opts.url,
         "steps": list(opts.steps),
@@ -184,7 +202,7 @@ def run_accept(opts: AcceptOptions, store: Any, strict: bool, live: Any = None) 
     recorder = Recorder(store, run_id, opts.api_key)
     finished = False
     try:
-        asyncio.run(run_steps(opts, recorder, summary, live))
+        asyncio.run(run_steps(opts, recorder, summary, live, start_distributed))
         summary.verdict = run_verdict(
             summary.steps, interrupted=summary.interrupted is not None, strict=strict
         )

@@ -120,15 +120,17 @@ async def _run_distributed(
     model: str | None,
 ) -> Any:
     """The same level split over ``--workers`` Ray actors; their StepResults merge exactly."""
-    from vllm_medic.cluster.distload import ClientSpec, DistributedLoad
-
     opts = ctx.opts
     loop = asyncio.get_running_loop()
     if ctx.distributed is None:
-        spec = ClientSpec(opts.url, api_key=opts.api_key, timeout_s=opts.request_timeout_s, model=model)
-        ctx.distributed = await loop.run_in_executor(
-            None, lambda: DistributedLoad(spec, opts.workers, address=opts.ray_address)
-        )
+        start = ctx.start_distributed
+        if start is None:
+            from vllm_medic.errors import ToolError
+
+            raise ToolError(
+                "--workers: distributed load is not available (the cluster package is not plugged in)"
+            )
+        ctx.distributed = await loop.run_in_executor(None, start, opts, model)
     return await loop.run_in_executor(
         None,
         lambda: ctx.distributed.run_step(

@@ -4,11 +4,33 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import typer
 
 from vllm_medic.cli_common import JsonOpt, JunitOpt, StrictOpt, VerboseOpt, console, emit_findings, stderr
+from vllm_medic.hooks import Hook
+
+
+class ClusterCheck(Protocol):
+    """`check --from PATH` when PATH is a multi-node bundle: the exit code; None when it is not one."""
+
+    def __call__(
+        self,
+        path: Path,
+        rec: Any,
+        model_config: dict[str, Any] | None,
+        strategy: str | None,
+        hardware: str | None,
+        as_json: bool,
+        junit: Path | None,
+        strict: bool,
+        verbose: bool,
+    ) -> int | None: ...
+
+
+#: plugged by the cluster package (cluster/cli.py): each node's verdicts folded, plus what differs
+CLUSTER_CHECK: Hook[ClusterCheck] = Hook("check on a multi-node bundle")
 
 RecipeOpt = Annotated[
     str,
@@ -93,11 +115,10 @@ def check_cmd(
         raise UsageError("give either --from or --snapshot, not both")
     rec = load_recipe(recipe)
     model_config = read_model_config(model) if model is not None else None
-    if from_ is not None and snapshot is None:
-        from vllm_medic.cluster.bundle import is_multinode
-
-        if is_multinode(from_):
-            _check_cluster(from_, rec, model_config, strategy, hardware, as_json, junit, strict, verbose)
+    if from_ is not None and snapshot is None and (cluster_check := CLUSTER_CHECK.plugged) is not None:
+        code = cluster_check(from_, rec, model_config, strategy, hardware, as_json, junit, strict, verbose)
+        if code is not None:
+            raise typer.Exit(code)
     if from_ is not None:
         ev = inputs.from_bundle(from_)
     elif snapshot is not None:
@@ -127,44 +148,6 @@ def check_cmd(
         suite="vllm-medic.check",
         extra={"recipe": rec.summary(), "evidence_from": ev.origin, "counts": severity_counts(findings)},
         title=f"vllm-medic check — recipe {rec.name} ({rec.source}); evidence: {ev.origin}",
-        verbose=verbose,
-    )
-    raise typer.Exit(int(code))
-
-
-def _check_cluster(
-    path: Path,
-    rec: Any,
-    model_config: dict[str, Any] | None,
-    strategy: str | None,
-    hardware: str | None,
-    as_json: bool,
-    junit: Path | None,
-    strict: bool,
-    verbose: bool,
-) -> None:
-    """A multi-node bundle: each node's verdicts folded, plus what differs between nodes."""
-    from vllm_medic.checks.api import severity_counts
-    from vllm_medic.cluster.multicheck import check_multinode, render_table
-
-    findings, cluster = check_multinode(
-        path, rec, model_config=model_config, strategy=strategy, hardware=hardware
-    )
-    if not as_json:
-        render_table(console(), cluster)
-    code = emit_findings(
-        findings,
-        as_json=as_json,
-        junit=junit,
-        strict=strict,
-        suite="vllm-medic.check",
-        extra={
-            "recipe": rec.summary(),
-            "evidence_from": f"multi-node bundle {path}",
-            "cluster": cluster,
-            "counts": severity_counts(findings),
-        },
-        title=f"vllm-medic check — recipe {rec.name} ({rec.source}); evidence: multi-node bundle {path}",
         verbose=verbose,
     )
     raise typer.Exit(int(code))

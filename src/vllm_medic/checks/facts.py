@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from vllm_medic.checks.hardware import Board, board_for
@@ -56,6 +57,18 @@ class Facts:
     hardware_override: str | None = None
     raw: dict[str, bytes] = field(default_factory=dict)  # canonical file name -> bytes
     sources: dict[str, Any] = field(default_factory=dict)  # manifest["sources"], when collected
+
+    @cached_property
+    def health(self) -> dict[str, Any]:
+        """The health facts (kernel log, fabric, limits, in-image): the snapshot's, else read from the
+        raw files (a bundle written before collect stored them); worked out once per check."""
+        from vllm_medic.checks.health_judges import health_facts
+        from vllm_medic.collect.health.integrate import health_from_raw
+
+        found = health_facts(self.snapshot)
+        if not found and self.raw:
+            found = health_from_raw(self.raw, self.snapshot.image.tag)
+        return found
 
     # --- where a value came from -------------------------------------------------------------
     def where(self, source: str, needle: str | None = None) -> str:

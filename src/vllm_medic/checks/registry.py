@@ -31,7 +31,7 @@ RULE_MODULES: list[str] = [
     "vllm_medic.checks.rules_topology",
     "vllm_medic.checks.rules_cache",
     "vllm_medic.checks.rules_recipe",
-    "vllm_medic.health.check_rules",  # Xid, fabric, container limits, in-image (src/vllm_medic/health)
+    "vllm_medic.checks.rules_health",  # Xid, fabric, container limits, in-image (HLT-*)
 ]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,25 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from vllm_medic.collect.api import CollectOptions
+from vllm_medic.collect.api import CollectOptions, FanoutOptions
 from vllm_medic.errors import UsageError
-
-
-@dataclass
-class FanoutOptions:
-    ray: str | None = None
-    hosts: Path | None = None
-    k8s: str | None = None
-    namespace: str | None = None
-    container: str | None = None
-    ssh_key: str | None = None
-    ssh_user: str | None = None
-    ssh_accept_new: bool = False
-    remote_python: str = "python3"
-
-    @property
-    def requested(self) -> bool:
-        return any((self.ray, self.hosts, self.k8s))
 
 
 def run_fanout(

@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_medic.errors import UsageError
+
+if TYPE_CHECKING:
+    from vllm_medic.accept.options import AcceptOptions
 
 
 @dataclass(frozen=True)
@@ -112,3 +115,9 @@ class DistributedLoad:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def for_accept(opts: AcceptOptions, model: str | None) -> DistributedLoad:
+    """`accept --workers N [--ray ADDRESS]`: the workers every load level of the run is split over."""
+    spec = ClientSpec(opts.url, api_key=opts.api_key, timeout_s=opts.request_timeout_s, model=model)
+    return DistributedLoad(spec, opts.workers, address=opts.ray_address)

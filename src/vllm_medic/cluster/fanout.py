@@ -85,9 +85,9 @@ def probe_spec(opts: CollectOptions) -> dict[str, Any]:
     """The probes of a local collection, with placeholders filled for a remote node; ``{python}``
     (the vLLM environment's interpreter) is resolved on the node itself; ``env`` is which variables
     the node reports, the same selection a local collection keeps."""
-    from vllm_medic.collect.api import _source_table  # the one list of probes and canonical names
+    from vllm_medic.collect.api import source_table  # the one list of probes and canonical names
 
-    table = _source_table()
+    table = source_table()
     values = {"image": opts.image, "python": "{python}", "container": None}
     probes = []
     for p in table["probes"]:

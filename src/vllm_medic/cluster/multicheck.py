@@ -108,3 +108,45 @@ def render_table(console: Console, cluster: dict[str, Any], all_rows: bool = Fal
         values = r.get("values") or {}
         table.add_row(escape(str(r.get("fact"))), *(escape(str(values.get(n, ""))) for n in nodes))
     console.print(table)
+
+
+def check_command(
+    path: Path,
+    rec: Any,
+    model_config: dict[str, Any] | None,
+    strategy: str | None,
+    hardware: str | None,
+    as_json: bool,
+    junit: Path | None,
+    strict: bool,
+    verbose: bool,
+) -> int | None:
+    """`check --from` on a multi-node bundle (None when ``path`` is not one): each node's verdicts
+    folded, plus what differs between nodes."""
+    from vllm_medic.checks.api import severity_counts
+    from vllm_medic.cli_common import console, emit_findings
+    from vllm_medic.cluster.bundle import is_multinode
+
+    if not is_multinode(path):
+        return None
+    findings, cluster = check_multinode(
+        path, rec, model_config=model_config, strategy=strategy, hardware=hardware
+    )
+    if not as_json:
+        render_table(console(), cluster)
+    code = emit_findings(
+        findings,
+        as_json=as_json,
+        junit=junit,
+        strict=strict,
+        suite="vllm-medic.check",
+        extra={
+            "recipe": rec.summary(),
+            "evidence_from": f"multi-node bundle {path}",
+            "cluster": cluster,
+            "counts": severity_counts(findings),
+        },
+        title=f"vllm-medic check — recipe {rec.name} ({rec.source}); evidence: multi-node bundle {path}",
+        verbose=verbose,
+    )
+    return int(code)

@@ -46,6 +46,25 @@ class CollectOptions:
 
 
 @dataclass
+class FanoutOptions:
+    """`collect --ray/--hosts/--k8s`: which nodes to reach and how; the cluster package collects them."""
+
+    ray: str | None = None
+    hosts: Path | None = None
+    k8s: str | None = None
+    namespace: str | None = None
+    container: str | None = None
+    ssh_key: str | None = None
+    ssh_user: str | None = None
+    ssh_accept_new: bool = False
+    remote_python: str = "python3"
+
+    @property
+    def requested(self) -> bool:
+        return any((self.ray, self.hosts, self.k8s))
+
+
+@dataclass
 class CollectResult:
     snapshot: Snapshot
     manifest: dict[str, Any]
@@ -57,7 +76,9 @@ class CollectResult:
 
 
 @cache
-def _source_table() -> dict[str, Any]:
+def source_table() -> dict[str, Any]:
+    """The probe table (data/sources.yaml): what runs, under which canonical name. Remote collection
+    (cluster/fanout.py) ships the same table to every node."""
     import yaml
 
     text = resources.files("vllm_medic.collect").joinpath("data/sources.yaml").read_text(encoding="utf-8")
@@ -147,7 +168,7 @@ def collect_here(opts: CollectOptions) -> CollectResult:
     env = dict(opts.env if opts.env is not None else os.environ)
     run_env = dict(env)
     run_env.setdefault("LC_ALL", "C")
-    table = _source_table()
+    table = source_table()
     started = _now()
     t0 = time.monotonic()
     raw: dict[str, bytes] = {}

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vllm_medic.collect.files import CANONICAL_FILES
+from vllm_medic.collect.health.integrate import health_step
 from vllm_medic.collect.launch import finalize_launch, merge_config_text, parse_launch_text
 from vllm_medic.collect.parsers.amd import AmdResult, parse_amd_smi, parse_rocm_smi
 from vllm_medic.collect.parsers.docker import parse_image_inspect, parse_images_digests
@@ -51,7 +52,6 @@ from vllm_medic.collect.parsers.system import (
 )
 from vllm_medic.collect.parsers.toolkit import parse_nvcc_version
 from vllm_medic.collect.parsers.topology import parse_topology
-from vllm_medic.health.integrate import health_step
 from vllm_medic.redact import redact_text
 from vllm_medic.snapshot import Driver, Gpu, Launch, Snapshot, SourceError
 
@@ -795,6 +795,6 @@ _STEPS: tuple[Callable[[BuildContext], None], ...] = (
     _launch,
     _model,
     _toolkit,
-    health_step,  # Snapshot.extra["health"] from the health files (src/vllm_medic/health)
+    health_step,  # Snapshot.extra["health"] from the health files (src/vllm_medic/collect/health)
     _gpu_visibility,  # after health_step: reads the in-image probe's GPU count
 )

@@ -6,12 +6,30 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 
 from vllm_medic.cli_common import JsonOpt, stderr
+from vllm_medic.hooks import Hook
 from vllm_medic.model import ExitCode
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from vllm_medic.collect.api import CollectOptions, FanoutOptions
+
+
+class Fanout(Protocol):
+    """`collect --ray/--hosts/--k8s`: one multi-node bundle for the cluster; its path."""
+
+    def __call__(
+        self, fan: FanoutOptions, opts: CollectOptions, output: Path | None, as_json: bool, out: Console
+    ) -> Path: ...
+
+
+#: plugged by the cluster package (cluster/cli.py)
+FANOUT: Hook[Fanout] = Hook("multi-node collection (--ray/--hosts/--k8s)")
 
 
 def register(app: typer.Typer) -> None:
@@ -109,7 +127,7 @@ def collect_command(
         check_bundle_destination(output)  # before collecting: a bad -o costs nothing
     if launch and from_path is None:
         check_launch_argument(launch)
-    from vllm_medic.cluster.collect_cmd import FanoutOptions, run_fanout
+    from vllm_medic.collect.api import FanoutOptions
 
     fan = FanoutOptions(
         ray, hosts, k8s, namespace, container, ssh_key, ssh_user, ssh_accept_new, remote_python
@@ -120,7 +138,7 @@ def collect_command(
             raise typer.Exit(int(ExitCode.USAGE))
         from vllm_medic.cli_common import console
 
-        run_fanout(
+        FANOUT.need()(
             fan,
             CollectOptions(image=image, launch=launch, timeout_s=timeout, model_path=model),
             output,

@@ -7,7 +7,7 @@ than the health file table, so every stage can read it.
 
 from __future__ import annotations
 
-from vllm_medic.health.files import HEALTH_FILES
+from vllm_medic.collect.health.files import HEALTH_FILES
 
 # first name: the canonical one written to bundles
 CANONICAL_FILES: dict[str, tuple[str, ...]] = {
@@ -41,6 +41,6 @@ CANONICAL_FILES: dict[str, tuple[str, ...]] = {
     "model-config": ("model-config.json",),
     "launch-config": ("launch-config.yaml",),
     "nvcc-version": ("nvcc-version.txt",),
-    # health probes (kernel log, fabric services, container limits, in-image): src/vllm_medic/health
+    # health probes (kernel log, fabric services, container limits, in-image): src/vllm_medic/collect/health
     **{source: (file,) for source, file in HEALTH_FILES.items()},
 }

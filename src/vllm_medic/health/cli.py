@@ -58,8 +58,8 @@ def health_cmd(
     verbose: VerboseOpt = False,
 ) -> None:
     """GPU faults (Xid), NVLink fabric, container limits and the image's insides: what takes clusters down."""
-    from vllm_medic.health import probe
-    from vllm_medic.health.rules import run_health_rules
+    from vllm_medic.checks.health_judges import run_health_rules
+    from vllm_medic.collect.health import probe
     from vllm_medic.snapshot import Snapshot
 
     _check_timeouts(timeout, image_timeout)
@@ -102,7 +102,7 @@ def _check_timeouts(timeout: float, image_timeout: float) -> None:
 
 def _read_captured(from_dir: Path, snap: Snapshot) -> tuple[Snapshot, dict[str, Any]]:
     """(the bundle's snapshot.json, else ``snap``; the health facts) from the outputs captured in DIR."""
-    from vllm_medic.health import probe
+    from vllm_medic.collect.health import probe
     from vllm_medic.safeio import loads_json
     from vllm_medic.snapshot import Snapshot
 
@@ -132,7 +132,7 @@ def _probe_here(
     image: str | None, timeout: float, image_timeout: float, save: Path | None
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Probe this machine (and IMAGE); on Ctrl-C what was measured so far is still saved under --save."""
-    from vllm_medic.health import probe
+    from vllm_medic.collect.health import probe
 
     raw: dict[str, str] = {}
     try:

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from vllm_medic.cli_common import JsonOpt, JunitOpt
+from vllm_medic.hooks import Hook
+
+#: `triage --ray ADDRESS LOG...` (address, logs, catalogues, as_json, junit) -> exit code; plugged by
+#: the cluster package (cluster/cli.py)
+CLUSTER_TRIAGE: Hook[Callable[[str, list[str], list[Path], bool, Path | None], int]] = Hook("triage --ray")
 
 LogsArg = Annotated[
     list[str] | None,
@@ -81,15 +87,13 @@ def triage_cmd(
     Exit 1 when a root cause is found, 0 when none, 2 usage error, 3 the tool could not read its inputs.
     """
     if ray is not None:
-        from vllm_medic.cluster.triage_cmd import triage_cluster
-
         if follow or docker or kubectl or not logs or "-" in logs:
             from vllm_medic.errors import UsageError
 
             raise UsageError(
                 "--ray reads node-local files: give LOG paths or globs, without --follow/--docker/--kubectl/-"
             )
-        raise typer.Exit(triage_cluster(ray, list(logs), list(catalogue or []), as_json, junit))
+        raise typer.Exit(CLUSTER_TRIAGE.need()(ray, list(logs), list(catalogue or []), as_json, junit))
     try:
         _triage(logs, docker, kubectl, previous, catalogue, follow, as_json, junit)
     except KeyboardInterrupt:

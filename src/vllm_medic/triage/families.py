@@ -189,20 +189,32 @@ class FamilyBook:
 _BARE_ASSERT = re.compile(r"\s*assert\b")
 _FRAME_LINE = re.compile(r'\bFile "(?P<file>[^"]*)", line \d+(?:, in (?P<func>[\w<>.]+))?')
 _BARE_EXCEPTION = re.compile(r"\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):?\s*")
+_EXCEPTION_HEAD = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 
 
 def frames_above(message: str, before: list[str]) -> list[str]:
     """For a message-less exception (`AssertionError` alone) whose traceback the scan did not fold:
-    the frames (`file:function`) and `assert`/code lines printed just above it are its only evidence."""
-    if not _BARE_EXCEPTION.fullmatch(message):
+    the frames (`file:function`) and `assert`/code lines printed just above it are its only evidence.
+    An exception line with a message gets the frame lines only, and only when they run unbroken up
+    to it (a paste that starts inside the traceback, its header cut off: blind round 8's LMCache
+    allocator frames above `CUDA error: invalid argument`)."""
+    if _BARE_EXCEPTION.fullmatch(message):
+        out: list[str] = []
+        for raw in before:
+            if m := _FRAME_LINE.search(raw):
+                out.append(f"{m.group('file')}:{m.group('func') or ''}")
+            elif raw.strip() and raw[:1] in (" ", "\t") and not raw.strip().startswith(("^", "~")):
+                out.append(raw.strip())
+        return out
+    if not _EXCEPTION_HEAD.match(message):
         return []
-    out: list[str] = []
-    for raw in before:
+    frames: list[str] = []
+    for raw in reversed(before):
         if m := _FRAME_LINE.search(raw):
-            out.append(f"{m.group('file')}:{m.group('func') or ''}")
-        elif raw.strip() and raw[:1] in (" ", "\t") and not raw.strip().startswith(("^", "~")):
-            out.append(raw.strip())
-    return out
+            frames.append(f"{m.group('file')}:{m.group('func') or ''}")
+        elif not raw.strip() or raw[:1] not in (" ", "\t"):
+            break
+    return frames[::-1]
 
 
 _ASKED_TOKENS = re.compile(r"(?i)\b(?:try|tried|trying) to allocate (\d+) tokens")
@@ -226,13 +238,20 @@ def evictable_covers_request(message: str, neighbours: list[str]) -> str | None:
 
 
 _POOL_AT_ZERO = re.compile(r"(?i)\b(?:available|free)_size(?:\(\))?\s*[=:]\s*0\b")
+_POOL_FREE = re.compile(r"(?i)\b(?:available|free)_size(?:\(\))?\s*[=:]\s*(\d+)")
+_POOL_ASKED = re.compile(r"(?i)\b(?:num_reqs|num_tokens|need(?:ed)?|requested|required)\s*[=:]\s*(\d+)")
 
 
 def pool_empty(message: str, neighbours: list[str]) -> str | None:
     """The line prints its pool's free/available counter at 0 (SGLang's allocators print
-    `available_size()=0` when a request could not get a single token): the pool is exhausted."""
-    m = _POOL_AT_ZERO.search(message)
-    return f"`{m.group(0)}` (the pool is empty)" if m else None
+    `available_size()=0` when a request could not get a single token), or below what the same line
+    says was asked for (`available_size()=1, num_reqs=2`): the pool is exhausted."""
+    if m := _POOL_AT_ZERO.search(message):
+        return f"`{m.group(0)}` (the pool is empty)"
+    free, asked = _POOL_FREE.search(message), _POOL_ASKED.search(message)
+    if free and asked and int(free.group(1)) < int(asked.group(1)):
+        return f"`{free.group(0)}` < `{asked.group(0)}` (the pool holds less than asked)"
+    return None
 
 
 COMPUTED_EVIDENCE = {"evictable-covers-request": evictable_covers_request, "pool-empty": pool_empty}

@@ -21,9 +21,10 @@ _ANSI_HINT = re.compile(r"\x1b|#033\[|\[\d")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 # Timestamps, tried in this order at the start of what is left of the line.
+# Ascend's plog writes "2025-12-29-03:16:15.787.356" (a dash before the time, ms.us as two fields).
 _ISO = re.compile(
-    r"^\[?(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[T ](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
-    r"(?P<frac>[.,]\d+)?(?P<tz>Z|[+-]\d{2}:?\d{2})?\]?\s*"
+    r"^\[?(?P<y>\d{4})-(?P<mo>\d{2})-(?P<d>\d{2})[T \-](?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
+    r"(?P<frac>[.,]\d+(?:\.\d{3})?)?(?P<tz>Z|[+-]\d{2}:?\d{2})?\]?\s*"
 )
 _JOURNALD = re.compile(
     r"^(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(?P<d>\d{1,2}) "
@@ -63,6 +64,16 @@ _TORCH_RANK = re.compile(r"^\[rank(?P<rank>\d+)\]:\s?")
 _TORCH_CPP = re.compile(r"^\[(?P<lv>[IWEF]) (?P<where>[\w.\-/]+:\d+)\]\s?")
 # kubectl --prefix: "[pod/vllm-0/vllm] msg"
 _KUBE_PREFIX = re.compile(r"^\[pod/(?P<pod>[\w.\-]+)/(?P<container>[\w.\-]+)\]\s")
+# Collector/launcher prefixes that name a process or task: Ascend's "[PID: 749] ", srun --label's
+# "15: " (the task number, before a "[rank15]:" or a log line), OpenMPI --tag-output's "[1,0]<stderr>:".
+_PID_TAG = re.compile(r"^\[(?:PID|pid|Pid)[:=]? ?(?P<pid>\d+)\]\s?")
+_SRUN_TASK = re.compile(
+    r"^(?P<task>\d{1,5}): (?=\[rank\d|\[?\d{4}-\d\d-\d\d|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|Traceback \(| +File \")"
+)
+_MPI_TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?")
+# An exception line indented by a paste (a quote in prose, a block indented by two spaces): Python
+# writes it at the margin, so the indentation is the paste's, not a traceback's code line.
+_INDENTED_EXCEPTION = re.compile(r"^[ \t]+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S)")
 
 _TAGS = re.compile(r"^(?:\[[A-Za-z][\w .\-]*\]\s*)+(?:>>>\s?)?")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
@@ -151,7 +162,7 @@ def strip_ansi(text: str) -> str:
 def _iso_time(m: re.Match[str]) -> datetime | None:
     try:
         frac = m.group("frac")
-        micro = int((frac[1:] + "000000")[:6]) if frac else 0
+        micro = int((frac[1:].replace(".", "") + "000000")[:6]) if frac else 0
         return datetime(
             int(m.group("y")),
             int(m.group("mo")),
@@ -203,6 +214,15 @@ def normalize_line(
             rest = rest[m.end() :]
         elif m := _KUBE_PREFIX.match(rest):
             ev.node = ev.node or m.group("pod")
+            rest = rest[m.end() :]
+        elif m := _PID_TAG.match(rest):
+            ev.pid = ev.pid or int(m.group("pid"))
+            rest = rest[m.end() :]
+        elif m := _MPI_TAG.match(rest):
+            ev.rank = ev.rank if ev.rank is not None else int(m.group("rank"))
+            rest = rest[m.end() :]
+        elif _ == 0 and (m := _SRUN_TASK.match(rest)):
+            ev.rank = ev.rank if ev.rank is not None else int(m.group("task"))
             rest = rest[m.end() :]
         elif m := _PROC.match(rest):
             ev.process = (m.group("name") or "").strip() or None
@@ -278,7 +298,7 @@ def normalize_line(
             break
     consumed = len(rest) != len(clean.lstrip(" "))
     if not consumed:
-        rest = clean  # no prefix at all: keep the indentation, tracebacks need it
+        rest = _INDENTED_EXCEPTION.sub("", clean)  # no prefix: keep the indentation, tracebacks need it
     if ev.rank is None and (r := _RANK_IN_MSG.search(rest[:200])):
         ev.rank = int(r.group("n"))
     if ev.level is not None and (m := _TAGS.match(rest)):

@@ -22,16 +22,20 @@ STARTUP_FRAMES = re.compile(
     r"|init_memory_pool|load_weights_and_postprocess|ModelRunner\.__init__|capture_cuda_graph|CudaGraphRunner"
     # KV-cache sizing (vLLM V1) and TGI's warmup pass.
     r"|get_kv_cache_configs?|check_enough_kv_cache_memory|:warmup\b"
+    # Graph capture and model-runner construction as SGLang names them (frames are `file.py:function`).
+    r"|init_cuda_graphs?|cuda_graph_runner\.py:__init__|model_runner\.py:(?:__init__|initialize)\b"
 )
 # Frames of request serving: the scheduler loop, decode and model execution.
 RUNTIME_FRAMES = re.compile(
-    r"execute_model|\bschedule\b|_schedule|scheduler\.py:(?:step|schedule)|\bstep\b|step_with_batch_queue"
+    r"execute_model|\bschedule\b|\b_schedule|scheduler\.py:(?:step|schedule)|\bstep\b|step_with_batch_queue"
     r"|run_busy_loop|event_loop_(?:normal|overlap)|run_batch|forward_batch_generation|retract_decode"
     r"|process_batch_result|generate_sequences|_run_engine|engine_step|output_handler|create_chat_completion"
     r"|create_completion|_preempt|forward_decode_batch|forward_decode\b|decode_step"
     # Request-side KV work: a continuing chunked prefill, the scheduler's new prefill batch, slot
     # allocation and prefix-cache block bookkeeping only run for real requests.
     r"|continuation_prefill|get_new_batch_prefill|allocate_slots|cache_full_blocks"
+    # Generation called by a script (transformers' generate/_sample): the model is loaded and running.
+    r"|\bgenerate\b|\b_sample\b|_greedy_search|_beam_search"
 )
 # Lines that exist only once requests are being served.
 RUNTIME_TEXT = re.compile(
@@ -47,10 +51,12 @@ RUNTIME_WORDS = re.compile(
     r"(?i)\bdecode\b|retract|preempt|swap space|\brunning[- ]req|generation throughput"
     r"|for request \S+|\bReqid\b"
     r"|\b(?:prefill|decode) out of memory|\bRunning: [1-9]\d* reqs"
+    # Request handlers and engine steps of other engines (mistral.rs's `engine: step`, its chat handler).
+    r"|\bchat_completions?\b|\bengine: step\b"
 )
 # Start-up progress lines just above the root.
 STARTUP_TEXT = re.compile(
-    r"(?i)Loading (?:safetensors|pt) checkpoint shards|Loading weights|Starting to load model"
+    r"(?i)Loading (?:(?:safetensors|pt) )?checkpoint shards|Loading weights|Starting to load model"
     r"|Memory profiling|Capturing (?:CUDA|cuda) ?graph|Capture cuda graph|Load weight (?:begin|end)"
     r"|init engine \(profile|KV Cache is allocated|Memory pool end|Graph capturing"
     r"|Method Warmup encountered an error|Warming up model"
@@ -61,6 +67,9 @@ RUNTIME_SIGNATURES = frozenset({"engine-dead"})
 SERVED_EXTRA = (
     r"Decode batch[.,] #running-req: [1-9]",
     r"text_generation_router::server: \S+: Success",
+    # llama-server: a slot picked for a task, a request's chat format, a prompt saved to the cache.
+    r"\bslot +\w+: +id +\d+ \| task -?\d+",
+    r"\bsrv +(?:params_from_|prompt_save|update_slots):",
 )
 # A new run of a server inside one file (appended logs): vLLM's args banner, SGLang's server args.
 RUN_BANNERS = (
@@ -104,6 +113,10 @@ def decide(
         return Phase(
             "startup", True, [f"the traceback runs through `{m.group(0)}` (engine start-up)", *notes]
         )
+    if m := STARTUP_TEXT.search(text):
+        # A start-up step named on the line itself: a graph capture that failed, a progress bar the
+        # error was glued to.
+        return Phase("startup", True, [f"the line itself names a start-up step (`{m.group(0)}`)", *notes])
     if m := RUNTIME_TEXT.search(text):
         return Phase(
             "runtime", True, [f"the error line itself comes from request handling (`{m.group(0)}`)", *notes]

@@ -19,7 +19,6 @@ from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUNTIME_SIGNATURES, RUNTIME_TEXT, Phase
 from vllm_medic.triage.phase import decide as phase_decide
 from vllm_medic.triage.scanner import Accumulator, Hit, SigStats
-from vllm_medic.triage.wordmodel import OOM, WordVerdict, features, load_word_model
 from vllm_medic.triage.wrappers import WINDOW_LINES
 
 LAYER_SIGNATURE, LAYER_FAMILY, LAYER_NOVELTY, LAYER_GENERIC = "signature", "family", "novelty", "generic"
@@ -29,7 +28,6 @@ CONF_STRONG_CONTESTED = 0.75
 CONF_FAMILY = 0.6
 CONF_NOVELTY = 0.4
 CONF_GENERIC = 0.3
-CONF_WORDS = 0.3  # a category led by the word model: a lead, below a family's words
 CONF_PROMOTED = 0.25
 CONF_CASCADE_ONLY = 0.15
 PHASE_NOT_EVIDENCED_PENALTY = 0.15
@@ -278,25 +276,6 @@ def _category_of(root: Hit, tier: int) -> tuple[str, str | None]:
     return Category.OTHER.value, None
 
 
-def _word_lead(root: Hit) -> WordVerdict | None:
-    """What the word model (wordmodel.py) says of a root no signature or family claims."""
-    model = load_word_model()
-    if model is None:
-        return None
-    return model.classify(features(root.event.text, root.before, root.after))
-
-
-def _lead_why(lead: WordVerdict) -> str:
-    model = load_word_model()
-    size = model.size if model is not None else 0
-    kind = "out-of-memory" if lead.category in OOM else f"`{lead.category}`"
-    words = ", ".join(f"`{w}`" for w in lead.words) or "its words"
-    return (
-        f"category led by the word model ({size} labelled real logs): {words} are most like {kind} "
-        f"reports (log-odds {lead.margin:.1f} over `other`) — a lead, not a known signature"
-    )
-
-
 def _why(root: Hit, tier: int, promoted_count: int = 0) -> str:
     if tier == T_SIGNATURE:
         return f"earliest root-cause signature `{root.signature.id}`"  # type: ignore[union-attr]
@@ -334,14 +313,40 @@ def _title(root: Hit, tier: int, promoted_count: int, scope: str = "") -> str:
     return "Earliest error line (no known signature)"
 
 
+_EMPTY_EXCEPTION = re.compile(r"\s*(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception):\s*")
+_LOG_LINE_START = re.compile(
+    r"\s*(?:\[|\(|\d{2,4}[-:/]|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|Traceback\b|File \")"
+)
+
+
+def _wrapped_message(message: str, after: list[str]) -> str | None:
+    """An exception line with nothing after its colon whose message a console wrapped onto the next
+    lines (Rich prints `ImportError:` alone, then the path, then `: undefined symbol: …`): the
+    exception with those lines joined, up to the first blank or log-looking line."""
+    if not _EMPTY_EXCEPTION.fullmatch(message):
+        return None
+    parts: list[str] = []
+    for raw in after[:3]:
+        if not raw.strip() or _LOG_LINE_START.match(raw):
+            break
+        parts.append(raw.strip())
+    return f"{message.strip()} {' '.join(parts)}" if parts else None
+
+
 def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     families = load_families()
     hits = list(acc.first.values())
     for h in hits:
         if h.signature is None:  # rescore with the full context now that the lines after it are known
             frames = h.event.frames or frames_above(h.event.message, h.before)
+            message = h.event.message
+            if not frames and (wrapped := _wrapped_message(message, h.after)):
+                message = wrapped
+                if (sig := catalogue.classify(wrapped, [])) is not None:
+                    h.signature = sig
+                    continue
             h.family = families.score(
-                h.event.message, frames, [*h.before, *h.after], h.event.origin, cut=h.event.cut is not None
+                message, frames, [*h.before, *h.after], h.event.origin, cut=h.event.cut is not None
             )
     signals = [_entry(h, acc) for h in _sorted([h for h in hits if _tier(h) == T_WEAK])]
     pool, runs_note = _current_runs(hits, acc)
@@ -395,14 +400,6 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
             }.get(tier, CONF_CASCADE_ONLY)
     sig = root.signature
     category, runtime_category = _category_of(root, tier)
-    lead = (
-        _word_lead(root)
-        if category == Category.OTHER.value and tier in (T_NOVEL, T_GENERIC, T_RAISE)
-        else None
-    )
-    if lead is not None:
-        category, runtime_category = (OOM[0], OOM[1]) if lead.category in OOM else (lead.category, None)
-        confidence = min(confidence, CONF_WORDS)
     if tier == T_CASCADE:
         category = Category.OTHER.value
     phase = decide_phase(root, acc, pool, runs_note)
@@ -413,8 +410,6 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
             confidence = max(0.05, confidence - PHASE_NOT_EVIDENCED_PENALTY)
     layer = _LAYER.get(tier, LAYER_GENERIC)
     reason = restart_note or _why(root, tier, promoted_count)
-    if lead is not None:
-        reason += f"; {_lead_why(lead)}"
     if wrapped_by is not None:
         reason += f"; the line above it ({wrapped_by.event.source}:{wrapped_by.event.line}) only announces it"
     if restart_note is not None:

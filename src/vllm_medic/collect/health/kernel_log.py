@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vllm_medic.health.runner import CommandResult, Runner, run_command
-from vllm_medic.health.xid import parse_xid_events
+from vllm_medic.collect.health.runner import CommandResult, Runner, run_command
+from vllm_medic.collect.health.xid import parse_xid_events
 
 #: Only the newest lines are scanned: a long-running host can have millions of kernel lines.
 MAX_LINES = 200_000

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from vllm_medic.health import fabric as fabric_mod
-from vllm_medic.health.xid import DOCS_URL as XID_DOCS
-from vllm_medic.health.xid import XidEvent, XidGroup, group_events, group_severity
+from vllm_medic.collect.health import fabric as fabric_mod
+from vllm_medic.collect.health.xid import DOCS_URL as XID_DOCS
+from vllm_medic.collect.health.xid import XidEvent, XidGroup, group_events, group_severity
 from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.snapshot import Snapshot
 

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from vllm_medic.health.runner import CommandResult, Runner, run_command
+from vllm_medic.collect.health.runner import CommandResult, Runner, run_command
 
 PROBE_MARK = "VLLM_MEDIC_PROBE "
 

@@ -1,4 +1,4 @@
-"""Where health plugs into the other stages: collect's snapshot builder and the checks registry.
+"""Where health plugs into collect's snapshot builder; checks/rules_health.py judges what it stores.
 
 ``health_step`` is one step of ``collect.build`` (live collect and ``--from`` alike): it reads the
 health files among the raw outputs and stores the facts under ``Snapshot.extra["health"]``.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vllm_medic.health.files import HEALTH_FILES
+from vllm_medic.collect.health.files import HEALTH_FILES
 
 _EXTRA_FILES = ("nvidia-smi-q.txt", "nvidia-smi-q.xml")
 
@@ -19,7 +19,7 @@ def health_from_raw(raw: dict[str, bytes], image: str | None = None) -> dict[str
     files = {name: data.decode("utf-8", "replace") for name, data in raw.items() if name in wanted}
     if not files:  # nothing health can read (nvidia-smi -q alone is enough: fabric state, cliques)
         return {}
-    from vllm_medic.health.probe import from_files  # deferred: collect imports this module at startup
+    from vllm_medic.collect.health.probe import from_files  # deferred: collect imports this module at startup
 
     health = from_files(files)
     if "in_image" in health and not health["in_image"].get("image"):

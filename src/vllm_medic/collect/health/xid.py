@@ -73,7 +73,7 @@ class XidGroup:
 
 @cache
 def catalogue() -> dict[int, XidInfo]:
-    text = resources.files("vllm_medic.health").joinpath("data/xid_catalogue.yaml").read_text("utf-8")
+    text = resources.files("vllm_medic.collect.health").joinpath("data/xid_catalogue.yaml").read_text("utf-8")
     data = yaml.safe_load(text)
     out: dict[int, XidInfo] = {}
     for e in data["entries"]:

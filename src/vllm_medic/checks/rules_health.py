@@ -10,21 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from vllm_medic.checks import health_judges as hr
 from vllm_medic.checks.registry import Rule, rule
-from vllm_medic.health import rules as hr
-from vllm_medic.health.integrate import health_from_raw
 from vllm_medic.model import Finding, Severity
-
-
-def _health(facts: Any) -> dict[str, Any]:
-    cached = getattr(facts, "_health_cache", None)
-    if cached is None:
-        h = hr.health_facts(facts.snapshot)
-        if not h and getattr(facts, "raw", None):
-            h = health_from_raw(facts.raw, facts.snapshot.image.tag)
-        cached = h
-        facts._health_cache = cached
-    return cached
 
 
 def fold(r: Rule, findings: list[Finding], none_title: str, none_evidence: list[str]) -> list[Finding]:
@@ -72,10 +60,9 @@ def fold(r: Rule, findings: list[Finding], none_title: str, none_evidence: list[
     by_hand="`sudo dmesg -T | grep -E 'NVRM: Xid|fallen off the bus'` (or `journalctl -k`) on every node",
 )
 def xid_events(facts: Any, recipe: Any, r: Rule) -> list[Finding]:
-    h = _health(facts)
     return fold(
         r,
-        hr.rule_xid(facts.snapshot, h),
+        hr.rule_xid(facts.snapshot, facts.health),
         "Kernel log not captured: Xid events not checked",
         ["no dmesg.txt / journalctl-k.txt among the collected outputs"],
     )
@@ -95,10 +82,9 @@ def xid_events(facts: Any, recipe: Any, r: Rule) -> list[Finding]:
     by_hand="`nvidia-smi -q | grep -A 3 Fabric` and `systemctl is-active nvidia-fabricmanager`",
 )
 def fabric_state(facts: Any, recipe: Any, r: Rule) -> list[Finding]:
-    h = _health(facts)
     return fold(
         r,
-        hr.rule_fabric(facts.snapshot, h),
+        hr.rule_fabric(facts.snapshot, facts.health),
         "Fabric state not checked",
         ["no nvidia-smi -q output with a Fabric section among the collected outputs"],
     )
@@ -118,10 +104,9 @@ def fabric_state(facts: Any, recipe: Any, r: Rule) -> list[Finding]:
     by_hand="inside the container: `df -h /dev/shm; ulimit -l; ulimit -n; cat /sys/fs/cgroup/memory.max`",
 )
 def container_limits(facts: Any, recipe: Any, r: Rule) -> list[Finding]:
-    h = _health(facts)
     return fold(
         r,
-        hr.rule_limits(facts.snapshot, h),
+        hr.rule_limits(facts.snapshot, facts.health),
         "Container limits not checked",
         ["no shm.txt / proc-self-limits.txt / cgroup-memory.txt among the collected outputs"],
     )
@@ -142,10 +127,9 @@ def container_limits(facts: Any, recipe: Any, r: Rule) -> list[Finding]:
     "`docker run --rm --entrypoint python3 IMAGE -m pip list | grep -E 'nvidia-.*cu1[23]'`",
 )
 def in_image(facts: Any, recipe: Any, r: Rule) -> list[Finding]:
-    h = _health(facts)
     return fold(
         r,
-        hr.rule_in_image(facts.snapshot, h),
+        hr.rule_in_image(facts.snapshot, facts.health),
         "In-image probes not run",
         ["collect without --image IMAGE: nothing was run inside the image"],
     )

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from vllm_medic.collect.env_vocabulary import HEALTH_PROBE
+from vllm_medic.collect.health import fabric, in_image, kernel_log, limits
+from vllm_medic.collect.health.files import HEALTH_FILES
+from vllm_medic.collect.health.runner import Runner, run_command
 from vllm_medic.errors import UsageError
-from vllm_medic.health import fabric, in_image, kernel_log, limits
-from vllm_medic.health.files import HEALTH_FILES
-from vllm_medic.health.runner import Runner, run_command
 
 CANONICAL_FILES: tuple[str, ...] = (
     "nvidia-smi.txt",
