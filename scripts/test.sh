@@ -15,4 +15,7 @@ bash scripts/setup-system-deps.sh || echo "note: system test dependencies could 
 # The real vLLM CPU server tier (cached venv, reused between runs).
 bash scripts/setup-real-vllm.sh || echo "note: the real vLLM tier could not be installed; its tests will skip by name"
 
+# Type check src/ ([tool.mypy] in pyproject.toml) before the tests, so a type error fails CI.
+.venv/bin/python -m mypy
+
 exec .venv/bin/python -m pytest -rs "$@"

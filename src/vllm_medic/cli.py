@@ -14,7 +14,6 @@ import typer
 from rich.console import Console
 
 from vllm_medic import __version__
-from vllm_medic.errors import MedicError
 from vllm_medic.model import ExitCode
 
 app = typer.Typer(
@@ -64,10 +63,8 @@ for _name in _COMMAND_MODULES:
 def main(argv: list[str] | None = None) -> None:
     err = Console(stderr=True)
     try:
+        # MedicError is a ClickException: Click itself prints `Error: <message>` and exits 2/3 (errors.py)
         app(args=argv, standalone_mode=True)
-    except MedicError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
-        sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/] (what was already measured has been saved where the command says)")
         sys.exit(int(ExitCode.INTERRUPTED))

@@ -8,7 +8,7 @@ exits with the code, never a traceback.
 try:  # Typer >= 0.2x runs on a vendored Click
     from typer._click import ClickException as _ClickException
 except ImportError:  # older Typer runs on Click itself
-    from click import ClickException as _ClickException
+    from click import ClickException as _ClickException  # type: ignore[assignment]  # same class, older home
 
 
 class MedicError(_ClickException):

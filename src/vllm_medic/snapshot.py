@@ -224,7 +224,8 @@ class Snapshot:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Snapshot:
-        return _build(cls, data)
+        built = _build(cls, data)
+        return built if isinstance(built, cls) else cls()
 
     def is_complete(self, source: str) -> bool:
         """Read without error and not marked partial: only then may a rule say something is absent."""
@@ -294,6 +295,6 @@ def _build(tp: Any, data: Any) -> Any:
 
 def _all_defaults(tp: type) -> bool:
     return all(
-        f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING  # type: ignore[misc]
+        f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
         for f in dataclasses.fields(tp)
     )

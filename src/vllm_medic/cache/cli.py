@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from vllm_medic.cli_common import JsonOpt, JunitOpt, StrictOpt, VerboseOpt, emit_findings
 from vllm_medic.errors import UsageError
+
+if TYPE_CHECKING:
+    from vllm_medic.cache.flag import FlagInputs
 
 cache_app = typer.Typer(
     name="cache",
@@ -102,79 +105,22 @@ def flag_command(
     verbose: VerboseOpt = False,
 ) -> None:
     """Did --enable-prefix-caching reach the engine? Names the layer that dropped or overrode it."""
-    from vllm_medic.cache.flag import (
-        FlagInputs,
-        guess_hybrid,
-        launch_layer,
-        metrics_layers,
-        read_log,
-        retention_note,
-        verdict,
-    )
+    from vllm_medic.cache.flag import FlagInputs, guess_hybrid, retention_note, verdict
 
     inp = FlagInputs()
     launch_env: dict[str, str] = {}
     extra: dict[str, object] = {}
     if launch is not None:
-        from vllm_medic.collect.api import check_launch_argument
-        from vllm_medic.collect.launch import parse_launch
-
-        check_launch_argument(
-            launch
-        )  # `--launch /no/such/file` is exit 2, not a command line running nothing
-        path = Path(launch) if "\n" not in launch and len(launch) < 4096 else None
-        is_file = path is not None and path.is_file()
-        text = _read_text(path, "launch file") if is_file and path else launch
-        parsed = parse_launch(text, source="file" if is_file else "argv")
-        launch_env.update(parsed.env)
-        if parsed.args.get("prefix_cache_retention_interval") is not None:
-            launch_env["VLLM_PREFIX_CACHE_RETENTION_INTERVAL"] = str(
-                parsed.args["prefix_cache_retention_interval"]
-            )
-        name = str(path) if is_file else "(command line)"
-        inp.launch, inp.launch_order = launch_layer(parsed.args, parsed.argv, name, text)
-        if parsed.warnings:
-            inp.launch.evidence += f" (launch parser: {'; '.join(parsed.warnings[:2])})"
-        inp.launch_model = parsed.model
-        extra["launch"] = {
-            "model": parsed.model,
-            "enable_prefix_caching": inp.launch.value,
-            "warnings": parsed.warnings,
-        }
+        _read_launch(launch, inp, launch_env, extra)
     if log is not None:
-        lines = _read_log_lines(log)
-        inp.log = read_log(lines, str(log))
-        if not (inp.log.non_default or inp.log.engine):
-            readable = sum(1 for line in lines if line.strip())
-            inp.empty_inputs.append(
-                f"log {log}: no 'non-default args' or engine-config line among {readable} non-empty line(s) "
-                "(not a vLLM startup log, or binary?)"
-            )
+        _read_flag_log(log, inp)
     rows: list[dict[str, str]] = []
     if server is not None:
-        rows = _server_cache_config(_check_url(server, "--server"), _api_key(api_key_env))
-        inp.metrics = metrics_layers(rows, f"{server}/metrics")
-        extra["cache_config_info"] = rows
-        if not rows:
-            inp.empty_inputs.append(
-                f"server {server}/metrics: no vllm:cache_config_info sample (not a vLLM /metrics page?)"
-            )
+        rows = _read_server(server, api_key_env, inp, extra)
     if hybrid is not None:
         inp.hybrid, inp.hybrid_basis = hybrid, "--hybrid" if hybrid else "--not-hybrid"
     elif model_config is not None:
-        from vllm_medic.plan.inputs import read_model
-        from vllm_medic.plan.shape import parse_model_config
-
-        try:
-            shape = parse_model_config(read_model(str(model_config)).config)
-        except ValueError as exc:
-            raise UsageError(f"--model-config {model_config}: {exc}") from exc
-        inp.hybrid = shape.hybrid
-        inp.hybrid_basis = f"{model_config}: {shape.architecture or shape.model_type}, " + (
-            f"{shape.count('linear')} linear-attention layers"
-            if shape.hybrid
-            else "no linear-attention layers"
-        )
+        inp.hybrid, inp.hybrid_basis = _hybrid_from_config(model_config)
     else:
         inp.hybrid, inp.hybrid_basis = guess_hybrid(inp.launch_model, inp.log, rows)
     findings = verdict(inp)
@@ -187,13 +133,7 @@ def flag_command(
     )
     if retention is not None:
         findings.append(retention)
-    extra["layers"] = [
-        {"layer": lv.layer, "value": lv.value, "evidence": lv.evidence}
-        for lv in ([inp.launch] if inp.launch else [])
-        + ([inp.log.non_default] if inp.log and inp.log.non_default else [])
-        + ([inp.log.engine] if inp.log and inp.log.engine else [])
-        + inp.metrics
-    ]
+    extra["layers"] = _layers_seen(inp)
     extra["hybrid"] = inp.hybrid
     code = emit_findings(
         findings,
@@ -206,6 +146,88 @@ def flag_command(
         verbose=verbose,
     )
     raise typer.Exit(int(code))
+
+
+def _read_launch(launch: str, inp: FlagInputs, launch_env: dict[str, str], extra: dict[str, object]) -> None:
+    """The launch layer (command text or a file), plus the retention env the launch sets."""
+    from vllm_medic.cache.flag import launch_layer
+    from vllm_medic.collect.api import check_launch_argument
+    from vllm_medic.collect.launch import parse_launch
+
+    check_launch_argument(launch)  # `--launch /no/such/file` is exit 2, not a command line running nothing
+    path = Path(launch) if "\n" not in launch and len(launch) < 4096 else None
+    is_file = path is not None and path.is_file()
+    text = _read_text(path, "launch file") if is_file and path else launch
+    parsed = parse_launch(text, source="file" if is_file else "argv")
+    launch_env.update(parsed.env)
+    if parsed.args.get("prefix_cache_retention_interval") is not None:
+        launch_env["VLLM_PREFIX_CACHE_RETENTION_INTERVAL"] = str(
+            parsed.args["prefix_cache_retention_interval"]
+        )
+    name = str(path) if is_file else "(command line)"
+    inp.launch, inp.launch_order = launch_layer(parsed.args, parsed.argv, name, text)
+    if parsed.warnings:
+        inp.launch.evidence += f" (launch parser: {'; '.join(parsed.warnings[:2])})"
+    inp.launch_model = parsed.model
+    extra["launch"] = {
+        "model": parsed.model,
+        "enable_prefix_caching": inp.launch.value,
+        "warnings": parsed.warnings,
+    }
+
+
+def _read_flag_log(log: Path, inp: FlagInputs) -> None:
+    """The log layers (non-default args, engine config); a log with neither is named as empty input."""
+    from vllm_medic.cache.flag import read_log
+
+    lines = _read_log_lines(log)
+    inp.log = read_log(lines, str(log))
+    if not (inp.log.non_default or inp.log.engine):
+        readable = sum(1 for line in lines if line.strip())
+        inp.empty_inputs.append(
+            f"log {log}: no 'non-default args' or engine-config line among {readable} non-empty line(s) "
+            "(not a vLLM startup log, or binary?)"
+        )
+
+
+def _read_server(
+    server: str, api_key_env: str, inp: FlagInputs, extra: dict[str, object]
+) -> list[dict[str, str]]:
+    """The metrics layer: the live server's vllm:cache_config_info rows."""
+    from vllm_medic.cache.flag import metrics_layers
+
+    rows = _server_cache_config(_check_url(server, "--server"), _api_key(api_key_env))
+    inp.metrics = metrics_layers(rows, f"{server}/metrics")
+    extra["cache_config_info"] = rows
+    if not rows:
+        inp.empty_inputs.append(
+            f"server {server}/metrics: no vllm:cache_config_info sample (not a vLLM /metrics page?)"
+        )
+    return rows
+
+
+def _hybrid_from_config(model_config: Path) -> tuple[bool, str]:
+    """(hybrid, basis) from the model's config.json: linear-attention layers make it hybrid."""
+    from vllm_medic.plan.inputs import read_model
+    from vllm_medic.plan.shape import parse_model_config
+
+    try:
+        shape = parse_model_config(read_model(str(model_config)).config)
+    except ValueError as exc:
+        raise UsageError(f"--model-config {model_config}: {exc}") from exc
+    layers = (
+        f"{shape.count('linear')} linear-attention layers" if shape.hybrid else "no linear-attention layers"
+    )
+    return shape.hybrid, f"{model_config}: {shape.architecture or shape.model_type}, {layers}"
+
+
+def _layers_seen(inp: FlagInputs) -> list[dict[str, object]]:
+    """Every layer that said something about the flag, in the order the engine applies them."""
+    log_layers = [lv for lv in (inp.log.non_default, inp.log.engine) if lv] if inp.log else []
+    return [
+        {"layer": lv.layer, "value": lv.value, "evidence": lv.evidence}
+        for lv in ([inp.launch] if inp.launch else []) + log_layers + inp.metrics
+    ]
 
 
 def _server_cache_config(url: str, api_key: str | None) -> list[dict[str, str]]:

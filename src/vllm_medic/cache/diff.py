@@ -241,8 +241,8 @@ def _canon(obj: Any) -> str:
 
 def _tool_name(tool: Any) -> str:
     if isinstance(tool, dict):
-        fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
-        return str(fn.get("name", ""))
+        fn = tool.get("function")
+        return str((fn if isinstance(fn, dict) else tool).get("name", ""))
     return ""
 
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 import typer
 
 from vllm_medic.cli_common import JsonOpt, JunitOpt, StrictOpt, VerboseOpt, console, emit_findings, stderr
-from vllm_medic.errors import MedicError
 from vllm_medic.hooks import Hook
 
 
@@ -77,27 +74,11 @@ ImageOpt = Annotated[
 ]
 
 
-def _exit_codes(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Usage/tool errors become a one-line message and exit 2/3 however the command is invoked."""
-
-    @functools.wraps(func)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except MedicError as exc:
-            from rich.markup import escape
-
-            stderr.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-            raise typer.Exit(exc.exit_code) from exc
-
-    return run
-
-
 def register(app: typer.Typer) -> None:
-    app.command("check")(_exit_codes(check_cmd))
-    app.command("rules")(_exit_codes(rules_cmd))
-    app.command("recipes")(_exit_codes(recipes_cmd))
-    app.command("doctor")(_exit_codes(doctor_cmd))
+    app.command("check")(check_cmd)
+    app.command("rules")(rules_cmd)
+    app.command("recipes")(recipes_cmd)
+    app.command("doctor")(doctor_cmd)
 
 
 def check_cmd(
@@ -138,12 +119,14 @@ def check_cmd(
         code = cluster_check(from_, rec, model_config, strategy, hardware, as_json, junit, strict, verbose)
         if code is not None:
             raise typer.Exit(code)
-    if from_ is None and snapshot is None:
-        ev = inputs.live(image, launch, timeout, str(model) if model else None)  # collect parses --launch
+    if from_ is not None:
+        ev = inputs.from_bundle(from_)
+    elif snapshot is not None:
+        ev = inputs.from_snapshot_file(snapshot)
     else:
-        ev = inputs.from_bundle(from_) if from_ is not None else inputs.from_snapshot_file(snapshot)  # type: ignore[arg-type]
-        if launch is not None:
-            inputs.apply_launch(ev.snapshot, launch)
+        ev = inputs.live(image, launch, timeout, str(model) if model else None)  # collect parses --launch
+    if (from_ is not None or snapshot is not None) and launch is not None:
+        inputs.apply_launch(ev.snapshot, launch)
     if model_config is None:
         extra_model = ev.snapshot.extra.get("model")
         if isinstance(extra_model, dict) and extra_model.get("architectures"):

@@ -34,7 +34,10 @@ class Board:
 @lru_cache(maxsize=1)
 def hardware_data() -> dict[str, Any]:
     text = resources.files("vllm_medic.checks").joinpath("data/hardware.yaml").read_text("utf-8")
-    return yaml.safe_load(text)
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError("checks/data/hardware.yaml: expected a mapping at the top")
+    return data
 
 
 @lru_cache(maxsize=1)

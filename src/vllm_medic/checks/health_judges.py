@@ -366,7 +366,7 @@ def _rule_imex(
     out: list[Finding] = []
     imex = fab.get("imex") or {}
     state = imex.get("state", "unknown")
-    clusters = sorted({g.get("cluster_uuid") for g in gpus if g.get("cluster_uuid")})
+    clusters = sorted({str(g["cluster_uuid"]) for g in gpus if g.get("cluster_uuid")})
     cliques = sorted({str(g.get("clique_id")) for g in gpus if g.get("clique_id") is not None})
     base_ev = [f"ClusterUUID {', '.join(clusters)}; CliqueId {', '.join(cliques)}"]
     if state not in ("active",):

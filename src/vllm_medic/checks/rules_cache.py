@@ -18,7 +18,8 @@ _HYBRID_LAYER_WORDS = ("linear", "mamba", "kda", "gdn", "ssm")
 def config_is_hybrid(cfg: dict[str, Any] | None) -> tuple[bool | None, str]:
     if not cfg:
         return None, "no config.json"
-    text_cfg = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    nested = cfg.get("text_config")
+    text_cfg: dict[str, Any] = nested if isinstance(nested, dict) else {}
     for c in (cfg, text_cfg):
         for key in _HYBRID_KEYS:
             if key in c:

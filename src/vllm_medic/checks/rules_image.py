@@ -17,9 +17,9 @@ def _image(facts: Facts) -> tuple[str | None, str]:
     img = facts.snapshot.image
     if img.tag:
         return img.tag, f"{facts.where('docker-image-inspect', img.tag)} image {img.tag}"
-    if facts.snapshot.launch.image:
-        img = facts.snapshot.launch.image
-        return img, f"{facts.launch_where(img)} launch image {img}"
+    launch_image = facts.snapshot.launch.image
+    if launch_image:
+        return launch_image, f"{facts.launch_where(launch_image)} launch image {launch_image}"
     return None, facts.missing("docker-image-inspect") or "no image inspected and none in the launch"
 
 

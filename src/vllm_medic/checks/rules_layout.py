@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vllm_medic.checks.facts import Facts
 from vllm_medic.checks.registry import Rule, rule
 from vllm_medic.model import Finding
@@ -477,7 +479,9 @@ def _host_count_above(facts: Facts, r: Rule, ev: list[str], seen: int, host_coun
     return None
 
 
-def _missing_from_board(facts: Facts, seen: int, host_count: object):  # noqa: ANN202
+def _missing_from_board(
+    facts: Facts, seen: int, host_count: object
+) -> Callable[[Rule, list[str]], Finding] | None:
     """A GPU missing from a board of known size (7 on an 8-GPU HGX): the hardware path first, never "TP 7"."""
     board = facts.board()
     node = max(seen, host_count if isinstance(host_count, int) else 0)
@@ -616,7 +620,11 @@ def mig_enabled(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
         ev.append(f"{hit[0]} {hit[1]}")
     ev.append(f"MIG enabled on GPU(s) {', '.join(map(str, on))}")
     sizes = sorted(
-        {d.get("memory_total_mib") for d in mig_devices if isinstance(d, dict) and d.get("memory_total_mib")}
+        {
+            m
+            for d in mig_devices
+            if isinstance(d, dict) and isinstance(m := d.get("memory_total_mib"), int) and m
+        }
     )
     if mig_devices:
         ev.append(

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_medic.checks.facts import Facts
 from vllm_medic.checks.launch_topology import StrategyChoice, choose_strategy
 from vllm_medic.checks.registry import Rule, rule
 from vllm_medic.model import Finding
 from vllm_medic.recipes.model import Recipe
-from vllm_medic.recipes.profile import resolve_profile
+from vllm_medic.recipes.profile import Setting, resolve_profile
+from vllm_medic.recipes.strategy import Topology
+
+if TYPE_CHECKING:
+    from vllm_medic.plan.gpus import GpuSpec
 
 
 def _norm(value: Any) -> Any:
@@ -134,7 +138,7 @@ def _model_context(facts: Facts, recipe: Recipe) -> tuple[int | None, str]:
     return None, "the model's context length is unknown"
 
 
-def _gpu_spec(facts: Facts, hw: str):  # noqa: ANN202 - GpuSpec, imported lazily
+def _gpu_spec(facts: Facts, hw: str) -> GpuSpec | None:
     """The GPU as the driver reports it (nvidia-smi's MiB total) when collected, else the plan's table."""
     from vllm_medic.errors import UsageError
     from vllm_medic.plan.gpus import GB, GpuSpec, lookup_gpu
@@ -193,17 +197,18 @@ def max_model_len_budget(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
                 ["Pass --model (config.json) or set --max-model-len in the launch."],
             )
         ]
-    prof_len, prof_setting = _profile_max_model_len(recipe, choice, hw, family)
-    if prof_setting is not None and prof_len is not None:
+    profile = _profile_max_model_len(recipe, choice, hw, family)
+    prof_len = profile[0] if profile else None
+    if profile is not None:
         ev.append(
-            f"recipe profile for {family or hw}: --max-model-len {prof_len} ({prof_setting.provenance()})"
+            f"recipe profile for {family or hw}: --max-model-len {profile[0]} ({profile[1].provenance()})"
         )
-    computed = _kv_limit(facts, recipe, hw, topo, effective, prof_setting) if hw and topo else None
+    computed = _kv_limit(facts, recipe, hw, topo, effective) if hw and topo else None
     if computed is not None:
         fits, limit, kv_ev = computed
         return [_against_kv_cache(r, ev + kv_ev, effective, fits, limit, prof_len, hw)]
     ev.append("KV bytes per token not computed: no config.json (pass --model MODEL_DIR)")
-    if prof_len is None:
+    if profile is None:
         return [
             r.finding(
                 "not_checked",
@@ -215,7 +220,7 @@ def max_model_len_budget(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
                 ],
             )
         ]
-    return [_against_profile(r, ev, effective, prof_len, prof_setting, hw, family, topo)]
+    return [_against_profile(r, ev, effective, profile, hw, family, topo)]
 
 
 def _effective_max_model_len(facts: Facts, recipe: Recipe) -> tuple[int | None, str]:
@@ -234,21 +239,21 @@ def _effective_max_model_len(facts: Facts, recipe: Recipe) -> tuple[int | None, 
 
 def _profile_max_model_len(
     recipe: Recipe, choice: StrategyChoice, hw: str | None, family: str | None
-) -> tuple[int | None, Any]:
-    """(the --max-model-len the recipe's profile for this hardware sets, its setting), when it sets one."""
+) -> tuple[int, Setting] | None:
+    """(the --max-model-len the recipe's profile for this hardware sets, its setting), when it sets a number."""
     from vllm_medic.checks.launch_topology import _last
 
     if recipe.official is None or not hw:
-        return None, None
+        return None
     topo = choice.topology
     prof = resolve_profile(recipe.official, choice.name, hw, family, topo.pd_role if topo else None)
     setting = prof.args.get("max_model_len")
     if setting is None:
-        return None, None
+        return None
     try:
         return int(_last(setting.value)), setting
     except (TypeError, ValueError):
-        return None, setting
+        return None
 
 
 def _against_kv_cache(
@@ -279,13 +284,13 @@ def _against_profile(
     r: Rule,
     ev: list[str],
     effective: int,
-    prof_len: int,
-    prof_setting: Any,
+    profile: tuple[int, Setting],
     hw: str | None,
     family: str | None,
-    topo: Any,
+    topo: Topology | None,
 ) -> Finding:
     """No config.json: the recipe's hardware profile is the budget."""
+    prof_len, prof_setting = profile
     if effective > prof_len:
         return r.finding(
             "fail",
@@ -306,7 +311,9 @@ def _against_profile(
     )
 
 
-def _kv_limit(facts, recipe, hw, topo, effective, prof_setting):  # noqa: ANN001, ANN202
+def _kv_limit(
+    facts: Facts, recipe: Recipe, hw: str, topo: Topology, effective: int
+) -> tuple[bool, int, list[str]] | None:
     """(fits, longest request that fits, evidence) from the plan's arithmetic, or None without a config."""
     if not facts.model_config:
         return None
@@ -352,7 +359,7 @@ def _kv_limit(facts, recipe, hw, topo, effective, prof_setting):  # noqa: ANN001
         res = plan(replace(req), shape, None)
     except ValueError:
         return None
-    if not res.weights_fit or res.kv_bytes_per_token is None:
+    if not res.weights_fit or res.kv_bytes_per_token is None or res.kv_cache_bytes_per_gpu is None:
         return None
     ev = [
         f"{gpu.source or gpu.name} x --gpu-memory-utilization {gmu:g}: KV cache {res.kv_cache_bytes_per_gpu / GIB:.2f} "

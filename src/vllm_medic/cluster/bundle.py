@@ -151,7 +151,7 @@ def load_multinode(path: Path) -> tuple[dict[str, Any], dict[str, CollectResult]
         raise UsageError(
             f"{root / CLUSTER_FILE}: expected a JSON object with 'nodes', got {type(summary).__name__}"
         )
-    nodes: dict[str, CollectResult] = {}
+    nodes = {}
     entries = summary.get("nodes")
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise UsageError(f"{root / CLUSTER_FILE}: 'nodes' must be a list of objects (one per node)")

@@ -10,6 +10,7 @@ cascade look earlier than another node's root cause.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,8 @@ def merge(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
             continue
         ts = corrected(parse_timestamp(root.get("timestamp")), entry.get("clock_offset_s"))
         candidates.append((node, root, ts))
-    timed = [c for c in candidates if c[2] is not None]
+    timed = [(node, root, ts) for node, root, ts in candidates if ts is not None]
+    winner: tuple[str, Any, datetime | None] | None
     if timed:
         winner = min(timed, key=lambda c: c[2])
     elif candidates:
@@ -140,8 +142,8 @@ def _triage_on_node(inputs: list[str], catalogue_texts: dict[str, str]) -> dict[
 
 
 def triage_ray(
-    address: str | None, inputs: list[str], catalogue_paths: list[Path] = (), *, ship_package: bool = True
-) -> dict[str, Any]:  # type: ignore[assignment]
+    address: str | None, inputs: list[str], catalogue_paths: Sequence[Path] = (), *, ship_package: bool = True
+) -> dict[str, Any]:
     from vllm_medic.cluster.fanout import _ray_clock_offset, _ray_node_names
 
     catalogue_texts = {}

@@ -30,7 +30,7 @@ def select_env(environ: dict, rules: dict) -> dict:
 
 def _run(name: str, argv: list[str], file: str, timeout: float, out: dict, lock: threading.Lock) -> None:
     t0 = time.monotonic()
-    entry = {
+    entry: dict[str, object] = {
         "name": name,
         "command": " ".join(argv),
         "file": None,

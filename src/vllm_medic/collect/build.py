@@ -188,7 +188,7 @@ def _gpu_sources(ctx: BuildContext) -> None:
     queries: list[SmiQuery] = []
     text, name = ctx.text("nvidia-smi-q")
     if text is not None:
-        is_xml = name.endswith(".xml") and text.lstrip().startswith("<")  # type: ignore[union-attr]
+        is_xml = name is not None and name.endswith(".xml") and text.lstrip().startswith("<")
         q = parse_nvidia_smi_xml(text) if is_xml else parse_nvidia_smi_q(text)
         if not is_xml and not q.gpus and not q.driver.version and text.lstrip().startswith("<"):
             q = parse_nvidia_smi_xml(text)

@@ -86,15 +86,20 @@ def run_probe(
     t0 = time.monotonic()
     argv = [str(a) for a in argv]
 
-    def outcome(status: str, **kw: object) -> ProbeOutcome:
+    def outcome(
+        status: str, exit_code: int | None = None, stdout: bytes = b"", stderr: bytes = b"", message: str = ""
+    ) -> ProbeOutcome:
         return ProbeOutcome(
             name=name,
             argv=argv,
             status=status,
             started=started,
             duration_s=round(time.monotonic() - t0, 3),
-            **kw,
-        )  # type: ignore[arg-type]
+            exit_code=exit_code,
+            stdout=stdout,
+            stderr=stderr,
+            message=message,
+        )
 
     try:
         proc = subprocess.Popen(
@@ -176,9 +181,9 @@ def run_all(
         for name in argv_by_name:
             if name in results:
                 continue
-            fut = futures.get(name)
+            pending = futures.get(name)
             try:
-                outcome = fut.result(timeout=3.0) if fut is not None else None
+                outcome = pending.result(timeout=3.0) if pending is not None else None
             except BaseException:  # noqa: BLE001 - a probe that did not come back is "interrupted"
                 outcome = None
             if outcome is None or outcome.status != "ok":

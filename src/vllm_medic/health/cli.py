@@ -63,7 +63,7 @@ def health_cmd(
     from vllm_medic.snapshot import Snapshot
 
     _check_timeouts(timeout, image_timeout)
-    snap, raw = Snapshot(), {}
+    snap, raw = Snapshot(), dict[str, str]()
     if from_dir is not None:
         snap, health = _read_captured(from_dir, snap)
     else:

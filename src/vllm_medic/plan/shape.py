@@ -227,7 +227,8 @@ def _estimate_params(cfg: dict[str, Any], kinds: list[str]) -> ParamEstimate:
         attn = q + hidden * (kvr + rope) + kvr * heads * (nope + v_dim) + heads * v_dim * hidden
     else:
         attn = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
-    lac = cfg.get("linear_attn_config") if isinstance(cfg.get("linear_attn_config"), dict) else {}
+    lac_raw = cfg.get("linear_attn_config")
+    lac: dict[str, Any] = lac_raw if isinstance(lac_raw, dict) else {}
     if lac.get("num_heads"):
         lin_attn = 4 * hidden * int(lac["num_heads"]) * int(lac.get("head_dim") or 128)
     elif cfg.get("linear_num_value_heads"):
@@ -259,10 +260,10 @@ def _estimate_params(cfg: dict[str, Any], kinds: list[str]) -> ParamEstimate:
             total += 3 * hidden * dense_inter
     bpp: float | None = None
     basis = "parameters estimated from config.json sizes x the served dtype's bytes"
-    q = cfg.get("quantization_config")
-    if isinstance(q, dict):
-        method = str(q.get("quant_method") or q.get("format") or "").lower()
-        bits = q.get("bits") or q.get("weight_bits")
+    quant = cfg.get("quantization_config")
+    if isinstance(quant, dict):
+        method = str(quant.get("quant_method") or quant.get("format") or "").lower()
+        bits = quant.get("bits") or quant.get("weight_bits")
         if "fp8" in method or bits == 8:
             bpp = 1.0
         elif bits == 4 or any(s in method for s in ("awq", "gptq", "mxfp4", "nvfp4", "fp4", "int4")):

@@ -57,6 +57,8 @@ MAX_KEPT_CHUNKS = 20_000  # SSE chunks kept for the conformance checks (a 64-tok
 MAX_EVENT_BYTES = 1024 * 1024  # one SSE event still without its end (vLLM's are a few hundred bytes)
 _HEALTH_BODY_BYTES = 64 * 1024  # /health's body is never used
 
+_loads: Callable[[bytes | str], Any]
+
 try:  # orjson parses SSE chunks several times faster; the stdlib is the fallback
     import orjson
 
@@ -65,9 +67,7 @@ try:  # orjson parses SSE chunks several times faster; the stdlib is the fallbac
     def _dumps(obj: Any) -> bytes:
         return orjson.dumps(obj)
 except ImportError:  # pragma: no cover - orjson is a declared dependency
-
-    def _loads(data: bytes | str) -> Any:
-        return json.loads(data)
+    _loads = json.loads
 
     def _dumps(obj: Any) -> bytes:
         return json.dumps(obj).encode()
@@ -819,12 +819,12 @@ class _StreamState:
             try:
                 chunk = _loads(data)
             except ValueError:
-                text = self.redact(data[:160].decode("utf-8", errors="replace"))
+                shown = self.redact(data[:160].decode("utf-8", errors="replace"))
                 if res.error_kind is None:
                     res.error_kind = ErrorKind.MALFORMED_SSE
-                    res.error = f"data line is not JSON: {text!r}"
+                    res.error = f"data line is not JSON: {shown!r}"
                 if len(res.problems) < MAX_PROBLEMS:
-                    res.problems.append(f"malformed: data line is not JSON: {text!r}")
+                    res.problems.append(f"malformed: data line is not JSON: {shown!r}")
                 continue
             if type(chunk) is not dict:
                 if len(res.problems) < MAX_PROBLEMS:

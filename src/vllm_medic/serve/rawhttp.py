@@ -100,7 +100,7 @@ class _Conn(asyncio.Protocol):
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # a loop's Transport or our _KernelStampTransport
         self.selector = selector_for(asyncio.get_running_loop())
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -284,7 +284,7 @@ class _KernelStampTransport:
         self._closing = False
         self._wbuf = bytearray()
         loop.add_reader(self._fd, self._on_readable)
-        protocol.connection_made(self)  # type: ignore[arg-type]
+        protocol.connection_made(self)  # type: ignore[arg-type]  # duck-typed: what _Conn uses of a transport
 
     def write(self, data: bytes) -> None:
         if self._closing:
@@ -390,7 +390,9 @@ class RawPool:
         if addrs is None:
             try:
                 ipaddress.ip_address(host)
-                infos = [(socket.AF_INET6 if ":" in host else socket.AF_INET, (host, port))]
+                infos: list[tuple[int, tuple[Any, ...]]] = [
+                    (socket.AF_INET6 if ":" in host else socket.AF_INET, (host, port))
+                ]
             except ValueError:
                 found = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
                 infos = [(fam, addr) for fam, _, _, _, addr in found]
@@ -401,7 +403,7 @@ class RawPool:
             try:
                 sock.setblocking(False)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # type: ignore[arg-type]
+                sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)  # type: ignore[arg-type]  # not None: kernel_stamps
                 await loop.sock_connect(sock, addr)
             except OSError as exc:
                 sock.close()
@@ -482,16 +484,17 @@ class RawPool:
         assert conn.transport is not None
         conn.transport.write(request)
         watchdog: asyncio.TimerHandle | None = None
+        stall = stall_s or 0.0  # check_stall only runs when a stall limit is set
 
         def check_stall() -> None:
             nonlocal watchdog
             if req.done.done():
                 return
             idle_for = time.perf_counter() - req.last_read
-            if req.got_bytes and idle_for >= stall_s:  # type: ignore[operator]
+            if req.got_bytes and idle_for >= stall:
                 conn._fail(StallError(f"no bytes for {stall_s} s mid-response"))
                 return
-            watchdog = loop.call_later(max(0.01, stall_s - idle_for), check_stall)  # type: ignore[operator]
+            watchdog = loop.call_later(max(0.01, stall - idle_for), check_stall)
 
         if stall_s:
             watchdog = loop.call_later(stall_s, check_stall)
@@ -508,7 +511,7 @@ class RawPool:
             conn.req = None
             # check_stall's closure holds itself (it reschedules itself) and ``req``, whose sink holds the
             # caller's buffers: emptying the cell frees them now, not at the next full GC pass.
-            check_stall = None  # type: ignore[assignment]  # noqa: F841
+            check_stall = None  # type: ignore[assignment]  # noqa: F841 - empties the closure cell, as said
         if conn.reusable():
             self._idle.setdefault(key, []).append(conn)
         return resp

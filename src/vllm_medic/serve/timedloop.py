@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-class TimedSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+class TimedSelector(selectors.DefaultSelector):
     poll_time: float = 0.0
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:

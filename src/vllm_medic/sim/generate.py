@@ -222,7 +222,7 @@ async def run_stream(state: SimState, job: Job, request: web.Request) -> web.Str
             sent += 1
         t_last = time.perf_counter()
         if job.include_usage:
-            payload = {
+            payload: dict[str, Any] = {
                 "id": job.rid,
                 "object": "chat.completion.chunk" if job.kind == "chat" else "text_completion",
                 "created": state.created,

@@ -278,8 +278,7 @@ class SimHandle:
         await self._runner.setup()
         self._site = web.TCPSite(self._runner, self.cfg.host, self.cfg.port)
         await self._site.start()
-        server = self._site._server  # noqa: SLF001 - the only way to learn the ephemeral port
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = _bound_port(self._site)
         self.url = f"http://{self.cfg.host}:{self.port}"
         self.state.log("INFO", "api_server.py:1", f"Starting vLLM server on {self.url} (vllm-medic sim)")
 
@@ -329,7 +328,7 @@ async def serve_forever(cfg: SimConfig, announce: Any = print) -> int:
     await runner.setup()
     site = web.TCPSite(runner, cfg.host, cfg.port)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # noqa: SLF001
+    port = _bound_port(site)
     url = f"http://{cfg.host}:{port}"
     state.log("INFO", "api_server.py:1", f"Starting vLLM server on {url} (vllm-medic sim)")
     announce(f"vllm-medic sim listening on {url}")
@@ -341,3 +340,12 @@ async def serve_forever(cfg: SimConfig, announce: Any = print) -> int:
         return 1
     finally:
         await runner.cleanup()
+
+
+def _bound_port(site: web.TCPSite) -> int:
+    """The port a started site listens on (the ephemeral one when the config asked for port 0)."""
+    server = site._server  # noqa: SLF001 - the only way to learn the ephemeral port
+    sockets = getattr(server, "sockets", None)  # asyncio's and uvloop's servers both have it; the ABC not
+    if not sockets:
+        raise RuntimeError("the sim server has not started listening")
+    return int(sockets[0].getsockname()[1])

@@ -61,6 +61,7 @@ def plan_tool_call(cfg: SimConfig, body: dict[str, Any]) -> ToolCallPlan | Refus
     else:
         return Refusal(400, f"Invalid tool_choice: {choice!r}")
     fn = tool.get("function") or {}
-    params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {"type": "object"}
+    declared = fn.get("parameters")
+    params: dict[str, Any] = declared if isinstance(declared, dict) else {"type": "object"}
     args = "true" if cfg.bad_tool_args else json.dumps(value_for(params))
     return ToolCallPlan(name=str(fn.get("name", "")), arguments=args, finish=finish)

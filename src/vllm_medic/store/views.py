@@ -147,7 +147,7 @@ def _level(raw: dict[str, Any]) -> Level | None:
     c = _num(_first(raw, "concurrency", "c", "level"))
     if c is None:
         return None
-    tp = raw.get("throughput") if isinstance(raw.get("throughput"), dict) else {}
+    tp = _dict(raw.get("throughput"))
     return Level(
         concurrency=int(c),
         status=str(_first(raw, "status", "verdict") or "ok"),
@@ -274,10 +274,15 @@ def environment(run: dict[str, Any], snapshot: dict[str, Any] | None) -> dict[st
     meta = _dict(run.get("meta"))
     drv, img, vl = _dict(snap.get("driver")), _dict(snap.get("image")), _dict(snap.get("vllm"))
     arch_img = _dict(arch.get("image"))
-    snap_gpus = snap.get("gpus") if isinstance(snap.get("gpus"), list) else []
-    gpus_snap = [g.get("name") or "?" for g in snap_gpus if isinstance(g, dict)]
-    gpus = arch.get("gpus") if isinstance(arch.get("gpus"), list) else gpus_snap
-    gpus = [str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in gpus]
+    snap_gpus = snap.get("gpus")
+    gpus_snap = (
+        [g.get("name") or "?" for g in snap_gpus if isinstance(g, dict)]
+        if isinstance(snap_gpus, list)
+        else []
+    )
+    arch_gpus = arch.get("gpus")
+    listed: list[object] = arch_gpus if isinstance(arch_gpus, list) else gpus_snap
+    gpus = [str(g.get("name", g)) if isinstance(g, dict) else str(g) for g in listed]
     declared = _num(arch.get("gpu_count"))
     gpu_count = int(declared) if declared else (len(gpus) if gpus else None)
     launch = (

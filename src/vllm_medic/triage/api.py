@@ -106,7 +106,8 @@ def _scan(
 
     def scan_one(i: int, into: Accumulator, index: int) -> tuple[list[dict[str, Any]], bool, bool]:
         """(streams described, nothing read but warned, interrupted) for `sources[i]`."""
-        src, seen, before = sources[i], [], len(into.warnings)
+        src, before = sources[i], len(into.warnings)
+        seen: list[dict[str, Any]] = []
         try:
             for name, stream in iter_streams(src, into.warnings):
                 scanner = SourceScanner(

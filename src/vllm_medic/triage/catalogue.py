@@ -126,7 +126,7 @@ def _linear_time(sig: Signature) -> Signature:
     import dataclasses
 
     try:
-        import re2  # type: ignore[import-not-found]
+        import re2
     except ImportError:
         re2 = None
 

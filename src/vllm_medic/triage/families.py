@@ -126,7 +126,7 @@ class FamilyBook:
         (`CUDA error: invalid argument` raised inside a cache library is that library's failure)."""
         frames_text = "\n".join(frames or [])
         near = "\n".join(n for n in (neighbours or []) if _counts_as_neighbour(n))
-        bare = cut or _BARE_ASSERT.match(message) or _BARE_EXCEPTION.fullmatch(message)
+        bare = bool(cut or _BARE_ASSERT.match(message) or _BARE_EXCEPTION.fullmatch(message))
         if not bare and frames_text:
             bare = all(sum(w for p, w in fam.words if p.search(message)) < 1.0 for fam in self.families)
         frame_weight = 1.0 if bare else self.frame_weight

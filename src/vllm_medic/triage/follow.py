@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from vllm_medic.errors import ToolError
 from vllm_medic.redact import redact_text
@@ -100,7 +100,7 @@ class _FileFollower:
     def __init__(self, path: Path, tracker: _LineTracker) -> None:
         self.path = path
         self.tracker = tracker
-        self.fh = None
+        self.fh: BinaryIO | None = None
         self.ino: int | None = None
         self.pos = 0
 
@@ -158,8 +158,9 @@ def _command_reader(
 ) -> None:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     procs.append(proc)
-    assert proc.stdout is not None
-    for chunk in iter(lambda: proc.stdout.readline(), b""):  # type: ignore[union-attr]
+    stdout = proc.stdout
+    assert stdout is not None  # stdout=PIPE
+    for chunk in iter(stdout.readline, b""):
         if stop.is_set():
             break
         with lock:

@@ -60,7 +60,7 @@ def jobs_for(sources: list[LogSource]) -> int:
     size = 0
     for s in sources:
         with contextlib.suppress(OSError):
-            size += s.path.stat().st_size  # type: ignore[union-attr]
+            size += s.path.stat().st_size if s.path is not None else 0  # every one has a path (checked above)
     return 1 if size < MIN_BYTES else min(cpus, len(sources), _MAX_JOBS)
 
 

@@ -12,8 +12,12 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from vllm_medic.triage import screen_cache
+
+if TYPE_CHECKING:
+    import hyperscan
 
 try:  # pragma: no cover - exercised implicitly; the fallback is tested by forcing it
     import re2 as _re2
@@ -22,7 +26,7 @@ except ImportError:  # pragma: no cover
 try:  # pragma: no cover - optional accelerator (no wheel outside x86-64 Linux)
     import hyperscan as _hs
 except ImportError:  # pragma: no cover
-    _hs = None
+    _hs = None  # type: ignore[assignment]  # absent accelerator; every use checks `_hs is not None` first
 
 # Lines that are anomalies even when no signature knows them (the `other` fallback), plus the
 # traceback header so tracebacks are always folded.
@@ -146,7 +150,7 @@ class Screen:
         return out
 
 
-def _hs_first(db: object, view: memoryview) -> int:
+def _hs_first(db: hyperscan.Database, view: memoryview) -> int:
     """Offset of the last byte of the first match (Hyperscan reports matches in order of their end)."""
     found: list[int] = []
 
@@ -155,7 +159,8 @@ def _hs_first(db: object, view: memoryview) -> int:
         return True  # stop the scan
 
     with contextlib.suppress(_hs.ScanTerminated):
-        db.scan(view, match_event_handler=first)  # type: ignore[attr-defined]
+        # the stub says str/bytes; the C extension takes any buffer, so the block is not copied
+        db.scan(view, match_event_handler=first)  # type: ignore[type-var]
     return found[0] if found else -1
 
 

@@ -27,9 +27,8 @@ class ScanProgress:
         self.sources = 0
         self.started = 0
         self._finished = 0
-        self._current: tuple[Any, Any, int | None] | None = (
-            None  # stream, scanner, fd (None: count read bytes)
-        )
+        # stream, scanner, fd (None: count read bytes), size
+        self._current: tuple[Any, Any, int | None, int | None] | None = None
         self._t0 = time.monotonic()
 
     def begin(self, sources: list[Any]) -> None:

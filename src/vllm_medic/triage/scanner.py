@@ -16,10 +16,10 @@ import re
 import stat
 import zlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import BinaryIO, overload
+from typing import IO, overload
 
 from vllm_medic.triage.catalogue import Catalogue, Signature
 from vllm_medic.triage.families import FamilyVerdict, frames_above, load_families
@@ -97,7 +97,7 @@ class SigStats:
 class Accumulator:
     """What a scan keeps: first hit per (signature, source), counts, and served-traffic evidence."""
 
-    first: dict[tuple[str, int], Hit] = field(default_factory=dict)
+    first: dict[tuple[str, int, int], Hit] = field(default_factory=dict)  # (sig, source, run)
     stats: dict[str, SigStats] = field(default_factory=dict)
     served: dict[int, Event] = field(default_factory=dict)
     # Restart banners per source (an appended log holds several runs) and sources with a 2xx answer.
@@ -173,14 +173,14 @@ class SourceScanner:
         self.tail: deque[str] = deque(maxlen=CONTEXT_LINES)
         self.folder = TracebackFolder()
         self.pending_after: list[Hit] = []
-        self._last_lines: list[bytes] = []
+        self._last_lines: Sequence[bytes] = []
         self._last_base = 0
         self._carry: list[bytes] = []  # the previous block's last lines (a traceback may start there)
         self.total_bytes = 0
         self._refused_in_block: list[tuple[int, Hit]] = []
 
     # -- block level -------------------------------------------------------------------------
-    def feed_stream(self, stream: BinaryIO) -> None:
+    def feed_stream(self, stream: IO[bytes]) -> None:
         leftover = b""
         skipping_long = False
         read1 = getattr(stream, "read1", None)
@@ -237,8 +237,8 @@ class SourceScanner:
                 leftover = b""
         if leftover:
             self._block(leftover + b"\n", len(leftover) + 1)
-        for cut in self.folder.flush():
-            self._consider_cut(cut, self._last_lines, cut.line - self._last_base - 1, self._last_base)
+        for ended in self.folder.flush():
+            self._consider_cut(ended, self._last_lines, ended.line - self._last_base - 1, self._last_base)
         self.acc.lines[self.index] = self.line_no
         self.acc.bytes[self.index] = self.total_bytes
 
@@ -373,11 +373,9 @@ class SourceScanner:
         sig, generic = classify(self.cat, ev)
         if sig is not None and sig.role == "noise":
             return
-        kind = "signature"
-        if sig is None:
-            kind = unclaimed_kind(ev, generic)
-            if kind is None:
-                return
+        kind = "signature" if sig is not None else unclaimed_kind(ev, generic)
+        if kind is None:
+            return
         if ev.rank is None:
             ev.rank = self.rank
         if ev.node is None:
@@ -444,16 +442,17 @@ class SourceScanner:
         else:
             self._refused_in_block.append((idx, hit))
 
-    def _new_run(self, ev: Event, lines: BlockLines, idx: int, base: int) -> None:
+    def _new_run(self, ev: Event, lines: Sequence[bytes], idx: int, base: int) -> None:
         """A restart banner: later hits belong to a new run; served evidence is looked for afresh
-        in the rest of the block (later blocks look for it themselves)."""
+        in the rest of the block (later blocks look for it themselves; a banner met in the carried
+        lines of the block before has no block to search)."""
         runs = self.acc.banners.setdefault(self.index, [])
         if len(runs) < _MAX_RUNS:
             if ev.timestamp is None:
                 ev.timestamp = self._inherit_time(lines, idx)
             runs.append(ev)
         self.acc.served.pop(self.index, None)
-        if idx + 1 >= len(lines):
+        if idx + 1 >= len(lines) or not isinstance(lines, BlockLines):
             return
         block, rest, stop = lines.block, lines.start(idx + 1), lines.end - 1
         pos = self.served_screen.search(block, rest, stop)
@@ -508,7 +507,7 @@ def _last_ok_line(block: bytes, end: int) -> int:
     return best
 
 
-def _regular_file(stream: BinaryIO) -> int | None:
+def _regular_file(stream: IO[bytes]) -> int | None:
     """The descriptor of a stream that is a plain file read from its start (pread-able), else None."""
     if not isinstance(stream, io.FileIO):
         return None
@@ -526,13 +525,15 @@ def _pread_block(fd: int, offset: int, size: int) -> tuple[bytes, BaseException 
         return b"", exc
 
 
-def _read_block(stream: BinaryIO, read1: object) -> tuple[bytes, BaseException | None]:
+def _read_block(
+    stream: IO[bytes], read1: Callable[[int], bytes] | None
+) -> tuple[bytes, BaseException | None]:
     """Up to BLOCK_BYTES. Compressed streams are read in pieces so that a truncated .gz still yields
     everything before the cut instead of losing the whole last block; pipes (stdin, `docker logs`)
     return what is there, so lines are scanned as they arrive."""
     if read1 is not None and not isinstance(stream, gzip.GzipFile):
         try:
-            return read1(BLOCK_BYTES), None  # type: ignore[operator]
+            return read1(BLOCK_BYTES), None
         except (EOFError, zlib.error, OSError) as exc:
             return b"", exc
     if read1 is None:
@@ -544,7 +545,7 @@ def _read_block(stream: BinaryIO, read1: object) -> tuple[bytes, BaseException |
     size = 0
     while size < BLOCK_BYTES:
         try:
-            piece = read1(BLOCK_BYTES - size)  # type: ignore[operator]
+            piece = read1(BLOCK_BYTES - size)
         except (EOFError, zlib.error, OSError) as exc:
             return b"".join(parts), exc
         if not piece:

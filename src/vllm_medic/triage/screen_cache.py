@@ -31,7 +31,7 @@ def cache_dir() -> Path:
 
 def _flags(hs: Any) -> int:
     # `$` must match before each newline of the block, as it does at the end of the exact line.
-    return hs.HS_FLAG_MULTILINE
+    return int(hs.HS_FLAG_MULTILINE)
 
 
 def _usable(pattern: str) -> bool:

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from vllm_medic.errors import ToolError, UsageError
 
@@ -83,6 +83,7 @@ def _file_source(path: Path, warnings: list[str]) -> LogSource | None:
 
     def opener() -> BinaryIO:
         if is_gz:
+            # a GzipFile reads bytes like any binary file; typeshed does not derive it from BinaryIO
             return gzip.open(path, "rb")  # type: ignore[return-value]
         return path.open("rb", buffering=0)
 
@@ -92,7 +93,7 @@ def _file_source(path: Path, warnings: list[str]) -> LogSource | None:
 def _expand_path(arg: str, warnings: list[str]) -> list[Path]:
     p = Path(arg)
     if p.is_dir():
-        out = []
+        out: list[Path] = []
         for root, dirs, files in os.walk(
             p, onerror=lambda e: warnings.append(f"{e.filename}: {e.strerror}, skipped")
         ):
@@ -169,7 +170,7 @@ def expand_inputs(
     return sources
 
 
-def iter_streams(src: LogSource, warnings: list[str]) -> Iterator[tuple[str, BinaryIO]]:
+def iter_streams(src: LogSource, warnings: list[str]) -> Iterator[tuple[str, IO[bytes]]]:
     """Yield the streams of one source: one for a file; stdout then stderr for a command.
 
     Each stream must be read to the end before asking for the next one."""
@@ -218,7 +219,7 @@ def iter_streams(src: LogSource, warnings: list[str]) -> Iterator[tuple[str, Bin
         if err.tell() > 0:
             # `docker logs` replays the container's stderr (where tracebacks go) on its own stderr.
             err.seek(0)
-            yield f"{src.name} (stderr)", err  # type: ignore[misc]
+            yield f"{src.name} (stderr)", err
 
 
 def check_inputs(

@@ -132,9 +132,10 @@ def parse_service(text: str, exit_code: int | None = None) -> dict[str, Any]:
             "line": mm.group(0),
         }
     info["nothing_to_do"] = bool(_NOTHING_TO_DO.search(t))
-    if _NO_SYSTEMD.search(t):
+    no_systemd = _NO_SYSTEMD.search(t)
+    if no_systemd:
         info["state"] = "no_systemd"
-        info["detail"] = _NO_SYSTEMD.search(t).group(0)  # type: ignore[union-attr]
+        info["detail"] = no_systemd.group(0)
         return info
     act = _ACTIVE_LINE.search(t)
     if act:

@@ -127,8 +127,13 @@ def _parse_rocm_smi(text: str, result: AmdResult) -> None:
             last = gpu
             continue
         name_line = layout == "model" and last is not None and line[:1].isspace()
-        if name_line and re.search(r"[A-Za-z]", stripped) and not stripped.startswith(("Name", "(")):
-            last.name = stripped  # type: ignore[union-attr]  # the 20-character name line under each row
+        if (
+            name_line
+            and last is not None
+            and re.search(r"[A-Za-z]", stripped)
+            and not stripped.startswith(("Name", "("))
+        ):
+            last.name = stripped  # the 20-character name line under each row
     if result.gpus and not closed and any("ROCm System Management Interface" in ln for ln in lines):
         result.partial.append("no 'End of ROCm SMI Log' line: the output was cut")
     if not result.gpus and text.strip() and not result.amdgpu_version:

@@ -184,7 +184,8 @@ def _parse_into(text: str, result: SmiTable) -> None:
                 block_open = True
                 current = Gpu(index=int(first.group("index")), name=first.group("name").strip())
                 current.persistence_mode = first.group("persist")
-                current.bus_id = _BUS.search(cells[1]).group("bus")  # type: ignore[union-attr]
+                bus = _BUS.search(cells[1])
+                current.bus_id = bus.group("bus") if bus else None
                 result.gpus.append(current)
                 line_in_block = 1
                 continue
@@ -231,13 +232,13 @@ def _parse_into(text: str, result: SmiTable) -> None:
                 continue
             m = _PROCESS.match(body)
             if m:
-                mem = m.group("mem")
+                used = m.group("mem")
                 result.processes.append(
                     GpuProcess(
                         gpu_index=int(m.group("gpu")) if m.group("gpu").isdecimal() else None,
                         pid=int(m.group("pid")),
                         name=m.group("name").strip(),
-                        used_mib=int(re.sub(r"\D", "", mem)) if mem != "N/A" else None,
+                        used_mib=int(re.sub(r"\D", "", used)) if used != "N/A" else None,
                         type=m.group("type"),
                     )
                 )

@@ -214,7 +214,7 @@ def pipes(command: str) -> list[tuple[str, list[str]]]:
 
 def grep_patterns(command: str) -> list[str]:
     """The patterns of `| grep PATTERN` (options dropped; `a|b` / `a\\|b` alternatives split)."""
-    out = []
+    out: list[str] = []
     for tool, args in pipes(command):
         if tool not in ("grep", "egrep", "fgrep", "rg"):
             continue

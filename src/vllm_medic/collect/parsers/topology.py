@@ -106,10 +106,10 @@ def _split_glued(token: str, common_nv: str | None) -> list[str] | None:
     head = m.group(0)
     if head.startswith("NV") and common_nv and head != common_nv and head.startswith(common_nv):
         head = common_nv  # NV18 glued to "0-71" reads NV180-71: the matrix's own NV width decides
-    rest = token[len(head) :]
-    if not rest:
+    suffix = token[len(head) :]
+    if not suffix:
         return [head]
-    tail = _split_glued(rest, common_nv)
+    tail = _split_glued(suffix, common_nv)
     return [head, *tail] if tail is not None else None
 
 
