@@ -7,24 +7,8 @@ before learning is tests/data/triage/blind/round7.score.txt.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-from typer.testing import CliRunner
-
-from vllm_medic.cli import app
-
-runner = CliRunner()
-
-
-def _root(tmp_path: Path, text: str) -> dict:
-    log = tmp_path / "x.log"
-    log.write_text(text, encoding="utf-8")
-    r = runner.invoke(app, ["triage", str(log), "--json"])
-    assert r.exit_code in (0, 1), r.output
-    return json.loads(r.stdout)["root_cause"]
-
+from triage_json import root_cause as _root
 
 CASES = [
     # ggml-org/llama.cpp#14421 (title line): rocBLAS has no Tensile library for gfx1036.

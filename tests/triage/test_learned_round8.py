@@ -7,25 +7,12 @@ removed). Round 8's own blind scores are tests/data/triage/blind/round8.score*.t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from triage_json import root_cause as _root
 
-from vllm_medic.cli import app
 from vllm_medic.triage.normalize import normalize_line
-
-runner = CliRunner()
-
-
-def _root(tmp_path: Path, text: str) -> dict:
-    log = tmp_path / "x.log"
-    log.write_text(text, encoding="utf-8")
-    r = runner.invoke(app, ["triage", str(log), "--json"])
-    assert r.exit_code in (0, 1), r.output
-    return json.loads(r.stdout)["root_cause"]
-
 
 _LMCACHE_1063 = (
     '  File "/vllm-workspace/LMCache/lmcache/v1/cache_engine.py", line 742, in get_or_create\n'
