@@ -277,8 +277,8 @@ def _category_of(root: Hit, tier: int) -> tuple[str, str | None]:
 
 
 def _why(root: Hit, tier: int, promoted_count: int = 0) -> str:
-    if tier == T_SIGNATURE:
-        return f"earliest root-cause signature `{root.signature.id}`"  # type: ignore[union-attr]
+    if tier == T_SIGNATURE and root.signature is not None:
+        return f"earliest root-cause signature `{root.signature.id}`"
     if tier == T_FAMILY and root.family is not None:
         return f"no signature matched; {root.family.why}"
     if tier == T_NOVEL:
@@ -382,13 +382,14 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
             root, tier = cause, _tier(cause)
             ordered = _sorted(by_tier[tier])
         if tier == T_SIGNATURE:
+            root_category = root.signature.category if root.signature is not None else None
             contested = [
                 h
                 for h in ordered[1:]
                 if h.event.timestamp is not None
                 and h.event.timestamp == root.event.timestamp
                 and h.signature is not None
-                and h.signature.category != root.signature.category  # type: ignore[union-attr]
+                and h.signature.category != root_category
             ]
             confidence = CONF_STRONG_CONTESTED if contested else CONF_STRONG
         else:
