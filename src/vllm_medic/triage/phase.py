@@ -34,6 +34,8 @@ RUNTIME_FRAMES = re.compile(
     # Request-side KV work: a continuing chunked prefill, the scheduler's new prefill batch, slot
     # allocation and prefix-cache block bookkeeping only run for real requests.
     r"|continuation_prefill|get_new_batch_prefill|allocate_slots|cache_full_blocks"
+    # Early SGLang's router filling a batch of requests (blind round 9's sglang-165).
+    r"|forward_fill_batch|prepare_for_extend|:forward_step\b"
     # Generation called by a script (transformers' generate/_sample): the model is loaded and running.
     r"|\bgenerate\b|\b_sample\b|_greedy_search|_beam_search"
 )
@@ -56,6 +58,11 @@ RUNTIME_WORDS = re.compile(
     r"|\b(?:prefill|decode) out of memory|\bRunning: [1-9]\d* reqs"
     # Request handlers and engine steps of other engines (mistral.rs's `engine: step`, its chat handler).
     r"|\bchat_completions?\b|\bengine: step\b"
+)
+# A clause that lists what MIGHT have caused the line ("This can happen when … (OOM, preempted node,
+# etc.)", Ray's dead-node message): its words are hypotheses, not evidence of the phase (blind round 9).
+HEDGE = re.compile(
+    r"(?i)(?:^|[.!]\s+)(?:This (?:can|may|might|could) (?:happen|be caused|occur)|Possible (?:causes|reasons))\b.*$"
 )
 # Start-up progress lines just above the root.
 STARTUP_TEXT = re.compile(
@@ -165,7 +172,7 @@ def decide(
             False,
             [f"the traceback runs through `{m.group(0)}`, but no served request is shown", *notes],
         )
-    near = "\n".join([text, *before[-2:], *after[:2]])
+    near = "\n".join([HEDGE.sub("", text), *before[-2:], *after[:2]])
     if m := RUNTIME_WORDS.search(near):
         return Phase(
             "runtime", False, [f"the line speaks of `{m.group(0)}` (serving), nothing shows requests", *notes]
