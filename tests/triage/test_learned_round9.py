@@ -85,6 +85,22 @@ CASES = [
     # huggingface/text-generation-inference#531 (the error as its title quotes it): no CUDA for the
     # process, the driver/runtime did not give it a GPU.
     ("cuda-not-available", "ImportError: CUDA is not available\n", 1, "driver_cuda"),
+    # Accelerator memory in XLA's words (google-research/albert#168, erfanzar/EasyDeL#166): already
+    # memory through "out of memory"; held here because the round-9 brief names the class.
+    (
+        "xla-hbm-exhausted",
+        "Compilation failure: Ran out of memory in memory space hbm. Used 12.34G of 8.00G hbm. Exceeded hbm "
+        "capacity by 4.34G.\n",
+        1,
+        "oom_startup",
+    ),
+    (
+        "xla-hbm-exhausted-jax",
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of "
+        "memory in memory space hbm. Used 63.80G of 30.75G hbm. Exceeded hbm capacity by 33.05G.\n",
+        1,
+        "oom_startup",
+    ),
 ]
 
 
