@@ -49,6 +49,7 @@ _PROMOTABLE = (
     "prefix-cache-zero-hit",
     "prefix-cache-zero-hit-metrics",
     "nccl-info-error-return",
+    "kv-transfer-waiting",
 )
 # Weak signals that stand alone whatever the server did before them (not judged against a start-up).
 _PROMOTABLE_ANYWHERE = {"nccl-info-error-return"}
@@ -144,8 +145,21 @@ def decide_phase(
         if hit.sig_id in RUNTIME_SIGNATURES or RUNTIME_TEXT.search(hit.event.text):
             runtime_line = f"{hit.event.source}:{hit.event.line} `{hit.event.message.strip()[:120]}`"
             break
+    # A traceback that starts within a few lines after the root (the chain Python prints below it).
+    chained_frames: list[str] = []
+    for hit in pool if pool is not None else list(acc.first.values()):
+        start = hit.event.traceback_start
+        if (
+            hit is not root
+            and hit.source_index == root.source_index
+            and start is not None
+            and root.event.line < start <= root.event.line + 2 * WINDOW_LINES
+        ):
+            chained_frames = hit.event.frames
+            break
     return phase_decide(
         frames=root.event.frames,
+        chained_frames=chained_frames,
         text=root.event.text,
         before=root.before,
         after=root.after,
