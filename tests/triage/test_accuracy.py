@@ -52,11 +52,14 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # hit rate where none is possible), two embedded (the same, and a DEBUG `WAITING_FOR_REMOTE_KVS`
 # weak signal that stays a signal after a healthy start-up).
 # The misses left are listed in blind/README.md ("after scoring").
+# The lean (data/families.yaml `lean_threshold`) costs one `other` label each in rounds 6, 8 and 9
+# (etcd connect failures, a ROCm HSA queue abort, a Ray node marked dead now lean to a family) for +6
+# on blind round 10 held out: the floors below are what the rounds reach with it.
 LEARNED_FLOOR = {
-    "round6.jsonl": {"short": (65, 67, 0), "embedded": (62, 62, 4)},
+    "round6.jsonl": {"short": (64, 67, 0), "embedded": (61, 62, 4)},
     "round7.jsonl": {"short": (61, 62, 0), "embedded": (63, 61, 1)},
-    "round8.jsonl": {"short": (61, 59, 2), "embedded": (62, 59, 2)},
-    "round9.jsonl": {"short": (57, 65, 1), "embedded": (58, 64, 2)},
+    "round8.jsonl": {"short": (60, 59, 2), "embedded": (61, 59, 2)},
+    "round9.jsonl": {"short": (56, 65, 1), "embedded": (57, 64, 2)},
 }
 
 

@@ -13,7 +13,7 @@ from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.redact import redact_text
 from vllm_medic.triage.cascade_entry import CascadeEntry, FirstSeen
 from vllm_medic.triage.catalogue import Catalogue
-from vllm_medic.triage.families import frames_above, load_families
+from vllm_medic.triage.families import FamilyBook, FamilyVerdict, frames_above, load_families
 from vllm_medic.triage.normalize import timestamp_str
 from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUNTIME_SIGNATURES, RUNTIME_TEXT, Phase
@@ -290,6 +290,15 @@ def _category_of(root: Hit, tier: int) -> tuple[str, str | None]:
     return Category.OTHER.value, None
 
 
+def _lean(root: Hit, tier: int, families: FamilyBook) -> FamilyVerdict | None:
+    """A novelty or generic root that no family claimed: the family its own words still favour."""
+    if tier not in (T_NOVEL, T_GENERIC, T_RAISE) or root.family is not None or root.signature is not None:
+        return None
+    ev = root.event
+    frames = ev.frames or frames_above(ev.message, root.before)
+    return families.lean(ev.message, frames, [*root.before, *root.after], ev.origin, cut=ev.cut is not None)
+
+
 def _why(root: Hit, tier: int, promoted_count: int = 0) -> str:
     if tier == T_SIGNATURE and root.signature is not None:
         return f"earliest root-cause signature `{root.signature.id}`"
@@ -415,6 +424,9 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
             }.get(tier, CONF_CASCADE_ONLY)
     sig = root.signature
     category, runtime_category = _category_of(root, tier)
+    lean = _lean(root, tier, families)
+    if lean is not None:
+        category, runtime_category = lean.family.category, lean.family.runtime_category
     if tier == T_CASCADE:
         category = Category.OTHER.value
     phase = decide_phase(root, acc, pool, runs_note)
@@ -425,6 +437,8 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
             confidence = max(0.05, confidence - PHASE_NOT_EVIDENCED_PENALTY)
     layer = _LAYER.get(tier, LAYER_GENERIC)
     reason = restart_note or _why(root, tier, promoted_count)
+    if lean is not None:
+        reason += f"; no family reached the {families.threshold:g} a verdict needs, but the category leans to {lean.why}"
     if wrapped_by is not None:
         reason += f"; the line above it ({wrapped_by.event.source}:{wrapped_by.event.line}) only announces it"
     if restart_note is not None:
