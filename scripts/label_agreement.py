@@ -1,6 +1,6 @@
 """How far two labellers agree on one blind round: the ceiling a triage figure can be read against.
 
-    python scripts/label_agreement.py tests/data/triage/blind/round10.jsonl tests/data/triage/blind/round10.relabel.jsonl
+    python scripts/label_agreement.py tests/data/triage/blind/round10.jsonl tests/data/triage/relabel/round10.jsonl
 
 The second file holds an independent labeller's `id`, `category`, `first_anomaly_line`, `confidence`
 (high / medium / low), given the logs and their source URLs only (blind/README.md, "Label agreement").

@@ -16,7 +16,7 @@ def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_round10_agreement_is_the_published_figure() -> None:
-    out = _run(BLIND / "round10.jsonl", BLIND / "round10.relabel.jsonl")
+    out = _run(BLIND / "round10.jsonl", BLIND.parent / "relabel/round10.jsonl")
     assert out.returncode == 0, out.stderr
     assert "64 logs labelled twice" in out.stdout
     assert "category agreement 59/64 = 92.2 %, exact line 60/64 = 93.8 %, both 56/64 = 87.5 %" in out.stdout
