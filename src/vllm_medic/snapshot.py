@@ -7,10 +7,11 @@ source leaves its field empty and records why in ``errors``, so a rule can say "
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any
+
+from vllm_medic.records import build as _build
+from vllm_medic.snapshot_health import HealthFacts
 
 SCHEMA_VERSION = 1
 
@@ -211,21 +212,30 @@ class Snapshot:
     env: dict[str, str] = field(default_factory=dict)  # relevant variables, redacted
     launch: Launch = field(default_factory=Launch)
     container: Container = field(default_factory=Container)
-    extra: dict[str, Any] = field(
-        default_factory=dict
-    )  # facts added by later probes (in-image, xid, fabric, limits)
+    health: HealthFacts = field(default_factory=HealthFacts)  # Xid, fabric, limits, in-image
+    extra: dict[str, Any] = field(default_factory=dict)
     errors: list[SourceError] = field(default_factory=list)
     # Sources that were read but are not the whole output (a `lsmod | grep X` paste, a table cut short,
     # an EXCERPT): canonical source name -> why. Rules conclude absence only from complete sources.
     partial: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["health"] = self.health.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Snapshot:
         built = _build(cls, data)
-        return built if isinstance(built, cls) else cls()
+        snap = built if isinstance(built, cls) else cls()
+        if not isinstance(snap.extra, dict):  # "extra": null
+            snap.extra = {}
+        old = snap.extra.pop("health", None)  # snapshots before Snapshot.health kept it in extra
+        if old is not None and isinstance(data, dict) and "health" not in data:
+            snap.health = HealthFacts.from_dict(old)
+        if not isinstance(snap.health, HealthFacts):  # "health": null
+            snap.health = HealthFacts()
+        return snap
 
     def is_complete(self, source: str) -> bool:
         """Read without error and not marked partial: only then may a rule say something is absent."""
@@ -236,65 +246,3 @@ class Snapshot:
             if e.source == source:
                 return e
         return None
-
-
-def _build(tp: Any, data: Any) -> Any:
-    """Tolerant reconstruction: unknown keys are ignored, wrong shapes fall back to defaults."""
-    if data is None:
-        return None
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        if not isinstance(data, dict):
-            return tp() if _all_defaults(tp) else None
-        hints = typing.get_type_hints(tp)
-        kwargs = {}
-        for f in dataclasses.fields(tp):
-            if f.name in data:
-                kwargs[f.name] = _build(hints[f.name], data[f.name])
-        try:
-            return tp(**kwargs)
-        except TypeError:
-            return None
-    if origin in (types.UnionType, typing.Union):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        for a in args:
-            try:
-                built = _build(a, data)
-            except (TypeError, ValueError):
-                continue
-            if built is not None:
-                return built
-        return None
-    if origin is list:
-        (inner,) = typing.get_args(tp) or (Any,)
-        if not isinstance(data, list):
-            return []
-        out = [_build(inner, x) for x in data]
-        return [x for x in out if x is not None]
-    if origin is dict:
-        _k, v = typing.get_args(tp) or (Any, Any)
-        if not isinstance(data, dict):
-            return {}
-        return {str(k): _build(v, x) for k, x in data.items()}
-    if tp is Any:
-        return data
-    if tp is int:
-        if isinstance(data, bool):
-            return int(data)
-        return (
-            int(data)
-            if isinstance(data, int | float | str) and str(data).strip().lstrip("-").isdecimal()
-            else None
-        )
-    if tp is str:
-        return data if isinstance(data, str) else str(data)
-    if tp is bool:
-        return bool(data)
-    return data
-
-
-def _all_defaults(tp: type) -> bool:
-    return all(
-        f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-        for f in dataclasses.fields(tp)
-    )

@@ -14,6 +14,7 @@ from typing import Any
 from vllm_medic.checks.hardware import Board, board_for
 from vllm_medic.collect.files import CANONICAL_FILES
 from vllm_medic.snapshot import Snapshot, Vllm
+from vllm_medic.snapshot_health import HealthFacts
 
 # Substrings of nvidia-smi / amd-smi GPU names -> recipe hardware keys (longest names first).
 _HW_PATTERNS: list[tuple[str, str]] = [
@@ -59,14 +60,13 @@ class Facts:
     sources: dict[str, Any] = field(default_factory=dict)  # manifest["sources"], when collected
 
     @cached_property
-    def health(self) -> dict[str, Any]:
+    def health(self) -> HealthFacts:
         """The health facts (kernel log, fabric, limits, in-image): the snapshot's, else read from the
         raw files (a bundle written before collect stored them); worked out once per check."""
-        from vllm_medic.checks.health_judges import health_facts
         from vllm_medic.collect.health.integrate import health_from_raw
 
-        found = health_facts(self.snapshot)
-        if not found and self.raw:
+        found = self.snapshot.health
+        if found.empty() and self.raw:
             found = health_from_raw(self.raw, self.snapshot.image.tag)
         return found
 
@@ -217,15 +217,13 @@ class Facts:
         """The vLLM the server runs, and where that came from (file:line, and a caveat when the evidence
         may describe another installation than the launch uses)."""
         launch_image = self.snapshot.launch.image or self.snapshot.image.tag
-        in_image = ((self.snapshot.extra.get("health") or {}).get("in_image") or {}).get("versions") or {}
-        if isinstance(in_image, dict) and in_image.get("vllm"):
+        in_image = self.snapshot.health.in_image
+        if in_image is not None and in_image.versions is not None and in_image.versions.vllm:
             from vllm_medic.collect.parsers.python_env import vllm_from_string
 
-            found = vllm_from_string(str(in_image["vllm"]))
+            found = vllm_from_string(in_image.versions.vllm)
             if found is not None:
-                img = (self.snapshot.extra.get("health") or {}).get("in_image", {}).get(
-                    "image"
-                ) or launch_image
+                img = in_image.image or launch_image
                 return found, [f"in-image-versions.txt: vLLM {found.raw} inside image {img or '?'}"]
         v = self.snapshot.vllm
         ev: list[str] = []

@@ -742,10 +742,9 @@ def _gpu_visibility(ctx: BuildContext) -> None:
     snap = ctx.snapshot
     if snap.container.in_container or not snap.gpus:
         return
-    in_image = (snap.extra.get("health") or {}).get("in_image") or {}
-    smi = in_image.get("nvidia_smi") or {}
-    count = smi.get("gpu_count")
-    if smi.get("ok") and isinstance(count, int):
+    smi = snap.health.in_image.nvidia_smi if snap.health.in_image else None
+    count = smi.gpu_count if smi else None
+    if smi and smi.ok and count is not None:
         snap.extra["host_gpu_count"] = len(snap.gpus)
         snap.extra["container_gpu_count"] = count
         snap.extra["container_gpu_count_source"] = "in-image-nvidia-smi.txt"
@@ -795,6 +794,6 @@ _STEPS: tuple[Callable[[BuildContext], None], ...] = (
     _launch,
     _model,
     _toolkit,
-    health_step,  # Snapshot.extra["health"] from the health files (src/vllm_medic/collect/health)
+    health_step,  # Snapshot.health from the health files (src/vllm_medic/collect/health)
     _gpu_visibility,  # after health_step: reads the in-image probe's GPU count
 )
