@@ -23,6 +23,7 @@ from pathlib import Path
 
 from vllm_medic.report.html import render_sheet
 from vllm_medic.store.api import open_store
+from vllm_medic.store.step_row import StepRow
 
 
 def _per_second(n: int, seconds: float) -> float:
@@ -73,7 +74,7 @@ def bench_render(url: str, events: int, runs: int) -> tuple[list[float], list[fl
             rid, "request", [{"i": i, "ttft_ms": 11.0} for i in range(start, min(events, start + 500))]
         )
     for name in ("start", "basic", "prefix_reuse", "ramp", "soak", "archive"):
-        store.record_step(rid, {"name": name, "status": "pass", "findings": [], "data": {}})
+        store.record_step(rid, StepRow(name, "pass"))
     store.finish_run(rid, "pass")
     read, render = [], []
     size = 0

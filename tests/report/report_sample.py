@@ -12,6 +12,7 @@ from typing import Any
 from vllm_medic.model import Finding
 from vllm_medic.snapshot import Driver, Gpu, Host, Image, Launch, Snapshot, Topology, Vllm
 from vllm_medic.store.api import Store
+from vllm_medic.store.step_row import StepRow
 
 XSS_LINE = "ERROR 11-30 02:11:09 [engine.py:1] bad request body <script>alert(1)</script> from client"
 SECRET_KEY = "sk-proj-abcdefghijklmnopqrstuvwx123456"
@@ -90,10 +91,10 @@ def write_run(
     )
     store.record_step(
         rid,
-        {
-            "name": "start",
-            "status": "pass",
-            "findings": [
+        StepRow.of(
+            "start",
+            "pass",
+            [
                 Finding(
                     "ACC-START-OK",
                     "pass",
@@ -102,8 +103,8 @@ def write_run(
                     ["GET /health → 200 after 41.2 s"],
                 )
             ],
-            "data": {"ready_s": 41.2},
-        },
+            {"ready_s": 41.2},
+        ),
     )
     basic_findings = [
         Finding(
@@ -130,31 +131,21 @@ def write_run(
         )
     store.record_step(
         rid,
-        {
-            "name": "basic",
-            "status": "fail" if verdict == "fail" else "pass",
-            "findings": basic_findings,
-            "data": {},
-        },
+        StepRow.of("basic", "fail" if verdict == "fail" else "pass", basic_findings, {}),
     )
     store.record_step(
         rid,
-        {
-            "name": "prefix_reuse",
-            "status": "pass",
-            "findings": [],
-            "data": {"hits_delta": hit_ratio * 1000, "queries_delta": 1000},
-        },
+        StepRow("prefix_reuse", "pass", data={"hits_delta": hit_ratio * 1000, "queries_delta": 1000}),
     )
     levels = [_level(c, scale) for c in (1, 2, 4, 8)] + [_level(16, scale, "broken")]
     for lv in levels:
         store.record_event(rid, "ramp_level", lv)
     store.record_step(
         rid,
-        {
-            "name": "ramp",
-            "status": "warn",
-            "findings": [
+        StepRow.of(
+            "ramp",
+            "warn",
+            [
                 Finding(
                     "ACC-RAMP-KV-FULL",
                     "warn",
@@ -164,18 +155,18 @@ def write_run(
                     ["Lower --max-num-seqs to 8 or add GPUs"],
                 )
             ],
-            "data": {
+            {
                 "max_sustainable_concurrency": 8,
                 "stop_reason": "KV cache full at concurrency 16 (preemptions +14)",
             },
-        },
+        ),
     )
     samples = [
         {"t_s": float(t), "kv_cache_usage": 0.30 + 0.002 * t, "e2e_p99_ms": 1400.0 + t}
         for t in range(0, 300, 30)
     ]
     store.record_events(rid, "soak_sample", samples)
-    store.record_step(rid, {"name": "soak", "status": "pass", "findings": [], "data": {"duration_s": 300}})
+    store.record_step(rid, StepRow("soak", "pass", data={"duration_s": 300}))
     argv = [
         "vllm",
         "serve",
@@ -190,11 +181,10 @@ def write_run(
     store.attach(rid, "snapshot.json", json.dumps(snapshot(driver, digest, gpus)), "application/json")
     store.record_step(
         rid,
-        {
-            "name": "archive",
-            "status": "pass",
-            "findings": [],
-            "data": {
+        StepRow(
+            "archive",
+            "pass",
+            data={
                 "vllm_version": "0.27.1",
                 "launch_args": argv,
                 "key_log_lines": [
@@ -203,7 +193,7 @@ def write_run(
                     XSS_LINE,
                 ],
             },
-        },
+        ),
     )
     store.finish_run(rid, verdict)
     return rid

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from vllm_medic.cli import app
 from vllm_medic.store.api import open_store
+from vllm_medic.store.step_row import StepRow
 
 runner = CliRunner()
 MEDIC = [sys.executable, "-m", "vllm_medic.cli"]
@@ -138,8 +139,8 @@ def test_report_of_an_interrupted_run(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'h.db'}"
     store = open_store(url)
     rid = store.start_run("accept", "http://x:8000", {})
-    store.record_step(rid, {"name": "start", "status": "pass", "findings": [], "data": {}})
-    store.record_step(rid, {"name": "ramp", "status": "running", "findings": [], "data": {}})
+    store.record_step(rid, StepRow("start", "pass"))
+    store.record_step(rid, StepRow("ramp", "running"))
     store.record_event(rid, "ramp_level", {"concurrency": 1, "ttft_ms": {"p50": 50, "p99": 90}})
     store.mark_interrupted(rid, "interrupted by Ctrl-C (SIGINT)")
     sheet = tmp_path / "s.html"

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from robustkit import DOCUMENTED_EXIT_CODES, REPO, TRACEBACK, BadInputs, medic_env, run_medic
 
+from vllm_medic.store.step_row import StepRow
+
 DATA = REPO / "tests" / "data"
 
 # Quick, bounded accept/cache probe options so a bad URL costs seconds, not the defaults' minutes.
@@ -313,7 +315,7 @@ def good_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("good-db") / "h.db"
     store = open_store(f"sqlite:///{path}")
     run_id = store.start_run("accept", "http://127.0.0.1:1", {"steps": ["basic"]})
-    store.record_step(run_id, {"name": "basic", "status": "fail", "findings": []})
+    store.record_step(run_id, StepRow("basic", "fail"))
     store.finish_run(run_id, verdict="fail")
     return path
 

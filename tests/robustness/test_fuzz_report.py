@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from robustkit import REPO, medic_env, run_medic
 from test_fuzz_parsers import JSON_ANY, _mutated
 
+from vllm_medic.store.step_row import StepRow
+
 RECORDINGS = REPO / "tests" / "data" / "checks" / "bundles" / "b200-r575-k3"
 MARK = "<script>alert(1)</script>"
 
@@ -151,7 +153,7 @@ def test_report_cli_on_a_stored_run_of_any_shape(
     path = tmp_path_factory.mktemp("shaped") / "h.db"
     store = open_store(f"sqlite:///{path}")
     run_id = store.start_run("accept", MARK, {"argv": [MARK]})
-    store.record_step(run_id, {"name": "ramp", "status": "fail", "data": step_data, "findings": []})
+    store.record_step(run_id, StepRow("ramp", "fail", data=step_data))
     for kind in ("ramp_level", "soak_sample", "archive_item"):
         store.record_event(run_id, kind, payload if isinstance(payload, dict) else {"value": payload})
     store.attach(run_id, "snapshot.json", json.dumps(findings), "application/json")
@@ -175,7 +177,7 @@ def test_sheet_subprocess_is_offline_and_escaped(tmp_path: Path) -> None:
     db = tmp_path / "h.db"
     store = open_store(f"sqlite:///{db}")
     run_id = store.start_run("accept", MARK, {"argv": [MARK]})
-    store.record_step(run_id, {"name": "basic", "status": "fail", "data": {"error": MARK}, "findings": []})
+    store.record_step(run_id, StepRow("basic", "fail", data={"error": MARK}))
     store.finish_run(run_id, verdict="fail")
     store.close()
     out = run_medic(["report", run_id, "--db", f"sqlite:///{db}", "--html", "-"], medic_env(tmp_path))

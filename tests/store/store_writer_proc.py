@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 
 from vllm_medic.store.api import open_store
+from vllm_medic.store.step_row import StepRow
 
 
 def main() -> None:
@@ -14,10 +15,8 @@ def main() -> None:
     with store.recording(
         "accept", "http://127.0.0.1:9/v1", {"argv": ["accept", "--api-key", "sk-secretsecret1234567890"]}
     ) as run_id:
-        store.record_step(
-            run_id, {"name": "start", "status": "pass", "findings": [], "data": {"ready_s": 1.5}}
-        )
-        store.record_step(run_id, {"name": "ramp", "status": "running", "findings": [], "data": {}})
+        store.record_step(run_id, StepRow("start", "pass", data={"ready_s": 1.5}))
+        store.record_step(run_id, StepRow("ramp", "running"))
         for c in (1, 2, 4):
             store.record_event(run_id, "ramp_level", {"concurrency": c, "ttft_ms": {"p50": 10.0 * c}})
         print(run_id, flush=True)

@@ -10,6 +10,7 @@ import pytest
 from vllm_medic.errors import UsageError
 from vllm_medic.model import Finding
 from vllm_medic.store.api import default_db_url, open_store
+from vllm_medic.store.step_row import StepRow
 
 
 def test_round_trip_incremental_and_redacted(store_url: str) -> None:
@@ -32,9 +33,9 @@ def test_round_trip_incremental_and_redacted(store_url: str) -> None:
         ["HF_TOKEN=hf_abcdefghijklmnopqrstuvwx"],
         ["fix it"],
     )
-    store.record_step(rid, {"name": "start", "status": "pass", "findings": [], "data": {"ready_s": 3}})
-    store.record_step(rid, {"name": "basic", "status": "running", "findings": [], "data": {}})
-    store.record_step(rid, {"name": "basic", "status": "fail", "findings": [finding], "data": {"n": 2}})
+    store.record_step(rid, StepRow("start", "pass", data={"ready_s": 3}))
+    store.record_step(rid, StepRow("basic", "running"))
+    store.record_step(rid, StepRow.of("basic", "fail", [finding], {"n": 2}))
     store.record_events(rid, "request", [{"i": i, "ttft_ms": 5.0 + i} for i in range(50)])
     store.record_event(rid, "ramp_level", {"concurrency": 2})
     store.attach(rid, "launch_args.txt", "vllm serve m --api-key topsecretvalue123")
@@ -80,7 +81,7 @@ def test_list_lookup_and_interrupt(store_url: str) -> None:
     a = store.start_run("accept", "http://a", {})
     b = store.start_run("accept", "http://b", {})
     c = store.start_run("sim", "http://c", {})
-    store.record_step(a, {"name": "basic", "status": "pass", "findings": [], "data": {}})
+    store.record_step(a, StepRow("basic", "pass"))
     store.mark_interrupted(b, "Ctrl-C during ramp")
     store.finish_run(c, "pass")
     store.mark_interrupted(c, "Ctrl-C after the end")  # a finished run keeps its verdict
@@ -102,11 +103,11 @@ def test_list_lookup_and_interrupt(store_url: str) -> None:
     with pytest.raises(UsageError, match="ambiguous"):
         store.get_run(a[:8])
     with pytest.raises(UsageError, match="no run"):
-        store.record_step("nope", {"name": "x", "status": "pass"})
+        store.record_step("nope", StepRow("x", "pass"))
     with pytest.raises(UsageError, match="no attachment"):
         store.get_attachment(a, "missing.txt")
     with pytest.raises(ValueError):
-        store.record_step(a, {"name": "basic", "status": "great"})
+        store.record_step(a, StepRow("basic", "great"))
     with pytest.raises(ValueError):
         store.finish_run(a, "maybe")
 
@@ -192,3 +193,22 @@ def test_newer_schema_is_refused_clearly(tmp_path) -> None:
         conn.execute("INSERT INTO medic_schema (version) VALUES (99)")
     with pytest.raises(UsageError, match="schema version 99, written by a newer vllm-medic"):
         open_store(url)
+
+
+def test_a_step_row_reads_back_as_the_record_written(store_url: str) -> None:
+    store = open_store(store_url)
+    rid = store.start_run("accept", "http://gpu-01:8000", {})
+    finding = Finding(
+        "ACC-RAMP-KV-FULL", "warn", "other", "KV cache full at 16", ["preemptions +14"], ["lower"]
+    )
+    written = StepRow.of("ramp", "warn", [finding], {"max_sustainable_concurrency": 8})
+    store.record_step(rid, written)
+    (step,) = store.get_run(rid)["steps"]
+    assert list(step) == ["name", "status", "findings", "data", "updated_at"]
+    assert step == {**written.to_json(), "updated_at": step["updated_at"]} and step["updated_at"]
+    assert step["findings"] == [finding.to_dict()]
+
+
+def test_a_step_row_refuses_what_is_not_a_finding() -> None:
+    with pytest.raises(ValueError, match="a finding must be a Finding or its dict"):
+        StepRow.of("basic", "fail", ["just text"], {})  # type: ignore[list-item]

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from vllm_medic.cli import app
 from vllm_medic.model import Finding
 from vllm_medic.store.api import open_store
+from vllm_medic.store.step_row import StepRow
 
 runner = CliRunner()
 
@@ -17,17 +18,12 @@ runner = CliRunner()
 def test_history_report_diff_on_backend(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     store = open_store(store_url)
     a = store.start_run("accept", "http://a:8000", {})
-    store.record_step(a, {"name": "basic", "status": "pass", "findings": [], "data": {}})
+    store.record_step(a, StepRow("basic", "pass"))
     store.finish_run(a, "pass")
     b = store.start_run("accept", "http://a:8000", {})
     store.record_step(
         b,
-        {
-            "name": "basic",
-            "status": "fail",
-            "findings": [Finding("X1", "fail", "other", "broken stream")],
-            "data": {},
-        },
+        StepRow.of("basic", "fail", [Finding("X1", "fail", "other", "broken stream")], {}),
     )
     store.finish_run(b, "fail")
 

@@ -48,11 +48,15 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # Round 7: 61/65 and 62/65 short, 63/65 and 61/65 embedded (aibrix-1188's lone 404 stays a signal
 # inside serving noise). Round 8: 61/67 and 59/67 short, 62/67 and 59/67 embedded, two without a
 # root (a prefix-cache hit rate of 0 % and an orderly uvicorn shutdown, both with no failure word).
+# Round 9: 57/67 and 65/67 short, 58/67 and 64/67 embedded; one without a root short (a prefix-cache
+# hit rate where none is possible), two embedded (the same, and a DEBUG `WAITING_FOR_REMOTE_KVS`
+# weak signal that stays a signal after a healthy start-up).
 # The misses left are listed in blind/README.md ("after scoring").
 LEARNED_FLOOR = {
     "round6.jsonl": {"short": (65, 67, 0), "embedded": (62, 62, 4)},
     "round7.jsonl": {"short": (61, 62, 0), "embedded": (63, 61, 1)},
     "round8.jsonl": {"short": (61, 59, 2), "embedded": (62, 59, 2)},
+    "round9.jsonl": {"short": (57, 65, 1), "embedded": (58, 64, 2)},
 }
 
 

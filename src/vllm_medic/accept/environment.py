@@ -8,10 +8,13 @@ measured, so it is a fail with the fix "archive the server you measured".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_medic.model import Category, Finding, Severity, worst_severity
 from vllm_medic.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from vllm_medic.collect.source_entry import SourceEntry
 
 FIX_REARCHIVE = (
     "run `vllm-medic collect` on the host (or in the container) of the server you measured and pass that "
@@ -24,7 +27,7 @@ def preflight(
     recipe_name: str,
     strategy: str | None,
     raw: dict[str, bytes] | None,
-    sources: dict[str, Any] | None,
+    sources: dict[str, SourceEntry] | None,
 ) -> tuple[list[Finding], str]:
     """`check`'s rules over the archived snapshot, with the recipe/strategy given to accept."""
     from vllm_medic.checks.api import run_checks

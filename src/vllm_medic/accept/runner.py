@@ -20,6 +20,7 @@ from vllm_medic.accept.options import AcceptOptions
 from vllm_medic.accept.outcome import StepOutcome, run_verdict, skipped
 from vllm_medic.accept_steps import BY_NAME
 from vllm_medic.model import Category, Finding, Severity
+from vllm_medic.store.step_row import StepRow
 
 
 @dataclass
@@ -66,9 +67,15 @@ class Recorder:
         self.errors: list[str] = []
 
     def step(self, name: str, status: str, findings: list[Finding], data: dict[str, Any]) -> None:
-        payload = {"name": name, "status": status, "findings": [f.to_dict() for f in findings], "data": data}
+        secret = self.secret
+        row = StepRow(
+            scrub(name, secret),
+            scrub(status, secret),
+            scrub([f.to_dict() for f in findings], secret),
+            scrub(data, secret),
+        )
         try:
-            self.store.record_step(self.run_id, scrub(payload, self.secret))
+            self.store.record_step(self.run_id, row)
         except Exception as exc:  # noqa: BLE001 - keep measuring; report the store problem at the end
             self.errors.append(f"{type(exc).__name__}: {exc}")
 

@@ -163,11 +163,9 @@ def _environment(ctx: RunContext, captured: Any, origin: str, server: dict[str, 
             f"the snapshot ({origin}) holds no driver, GPU, vLLM or launch facts: the server runs elsewhere"
         )
     manifest = getattr(captured, "manifest", {}) or {}
-    srcs = manifest.get("sources")
-    sources = (
-        srcs if isinstance(srcs, dict)
-        else {str(e.get("name")): e for e in srcs if isinstance(e, dict)} if isinstance(srcs, list) else {}
-    )  # fmt: skip
+    from vllm_medic.collect.source_entry import entries_by_name
+
+    sources = entries_by_name(manifest.get("sources"))
     checks, recipe = environment.preflight(
         snap, ctx.opts.recipe, ctx.opts.strategy, dict(getattr(captured, "raw", {}) or {}), sources
     )

@@ -410,16 +410,17 @@ class _ProbeSink:
         if self.history is None or self.run_id is None:
             return
         from vllm_medic.model import Severity, worst_severity
+        from vllm_medic.store.step_row import StepRow
 
         worst = worst_severity(findings)
         self.history.record_step(
             self.run_id,
-            {
-                "name": "prefix-cache probe",
-                "status": {Severity.FAIL: "fail", Severity.WARN: "warn"}.get(worst, "pass"),
-                "findings": findings,
-                "data": {"verdict": verdict},
-            },
+            StepRow.of(
+                "prefix-cache probe",
+                {Severity.FAIL: "fail", Severity.WARN: "warn"}.get(worst, "pass"),
+                findings,
+                {"verdict": verdict},
+            ),
         )
         self.history.finish_run(self.run_id, "fail" if worst is Severity.FAIL else "pass")
         self.history.close()

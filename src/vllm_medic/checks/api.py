@@ -11,6 +11,7 @@ from typing import Any
 
 from vllm_medic.checks.facts import Facts
 from vllm_medic.checks.registry import RULES, Rule, load_rules, register_rule_module, rule
+from vllm_medic.collect.source_entry import SourceEntry
 from vllm_medic.errors import UsageError
 from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.recipes.model import Recipe
@@ -38,7 +39,7 @@ def run_checks(
     strategy: str | None = None,
     hardware: str | None = None,
     raw: dict[str, bytes] | None = None,
-    sources: dict[str, Any] | None = None,
+    sources: dict[str, SourceEntry] | None = None,
 ) -> list[Finding]:
     facts = Facts(
         snapshot=snapshot,

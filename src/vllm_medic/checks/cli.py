@@ -3,30 +3,37 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from vllm_medic.cli_common import JsonOpt, JunitOpt, StrictOpt, VerboseOpt, console, emit_findings, stderr
 from vllm_medic.hooks import Hook
 
+if TYPE_CHECKING:
+    from vllm_medic.recipes.model import Recipe
 
-class ClusterCheck(Protocol):
-    """`check --from PATH` when PATH is a multi-node bundle: the exit code; None when it is not one."""
 
-    def __call__(
-        self,
-        path: Path,
-        rec: Any,
-        model_config: dict[str, Any] | None,
-        strategy: str | None,
-        hardware: str | None,
-        as_json: bool,
-        junit: Path | None,
-        strict: bool,
-        verbose: bool,
-    ) -> int | None: ...
+@dataclass(frozen=True)
+class ClusterCheckRequest:
+    """`check --from PATH` handed to its multi-node form: the bundle, what to check it against, how to report."""
+
+    path: Path
+    recipe: Recipe
+    model_config: dict[str, Any] | None
+    strategy: str | None
+    hardware: str | None
+    as_json: bool
+    junit: Path | None
+    strict: bool
+    verbose: bool
+
+
+#: the exit code of `check` on a multi-node bundle; None when the path is not one
+ClusterCheck = Callable[[ClusterCheckRequest], int | None]
 
 
 #: plugged by the cluster package (cluster/cli.py): each node's verdicts folded, plus what differs
@@ -116,7 +123,10 @@ def check_cmd(
     rec = load_recipe(recipe)
     model_config = read_model_config(model) if model is not None else None
     if from_ is not None and snapshot is None and (cluster_check := CLUSTER_CHECK.plugged) is not None:
-        code = cluster_check(from_, rec, model_config, strategy, hardware, as_json, junit, strict, verbose)
+        request = ClusterCheckRequest(
+            from_, rec, model_config, strategy, hardware, as_json, junit, strict, verbose
+        )
+        code = cluster_check(request)
         if code is not None:
             raise typer.Exit(code)
     if from_ is not None:

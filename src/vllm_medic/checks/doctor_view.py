@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from vllm_medic.collect.source_entry import SourceEntry
 from vllm_medic.model import Category, Finding, Severity, sort_by_method, worst_severity
 from vllm_medic.report.terminal import GLYPH, STYLE, summary_line
 
@@ -23,18 +24,15 @@ CATEGORY_TITLE = {
 }
 
 
-def probe_rows(sources: dict[str, Any]) -> list[dict[str, Any]]:
+def probe_rows(sources: dict[str, SourceEntry]) -> list[dict[str, Any]]:
     rows = []
-    for name, e in sources.items():
-        if not isinstance(e, dict):
-            continue
-        dur = e.get("duration_s")
+    for e in sources.values():
         rows.append(
             {
-                "name": str(e.get("name") or name),
-                "status": str(e.get("status") or "?"),
-                "duration_s": float(dur) if isinstance(dur, int | float) else None,
-                "message": str(e.get("message") or ""),
+                "name": e.name,
+                "status": e.status or "?",
+                "duration_s": float(e.duration_s) if e.duration_s is not None else None,
+                "message": e.message or "",
             }
         )
     return sorted(rows, key=lambda r: -(r["duration_s"] or 0.0))
@@ -45,7 +43,7 @@ def render_doctor(
     findings: list[Finding],
     *,
     recipe_name: str,
-    sources: dict[str, Any],
+    sources: dict[str, SourceEntry],
     wall_s: float,
     verbose: bool = False,
 ) -> None:

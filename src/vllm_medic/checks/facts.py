@@ -13,6 +13,7 @@ from typing import Any
 
 from vllm_medic.checks.hardware import Board, board_for
 from vllm_medic.collect.files import CANONICAL_FILES
+from vllm_medic.collect.source_entry import SourceEntry
 from vllm_medic.snapshot import Snapshot, Vllm
 from vllm_medic.snapshot_health import HealthFacts
 
@@ -57,7 +58,7 @@ class Facts:
     strategy: str | None = None
     hardware_override: str | None = None
     raw: dict[str, bytes] = field(default_factory=dict)  # canonical file name -> bytes
-    sources: dict[str, Any] = field(default_factory=dict)  # manifest["sources"], when collected
+    sources: dict[str, SourceEntry] = field(default_factory=dict)  # manifest["sources"], when collected
 
     @cached_property
     def health(self) -> HealthFacts:
@@ -136,7 +137,7 @@ class Facts:
     def captured(self, source: str) -> bool:
         """The source's output is among the evidence: a captured file, or a probe that answered."""
         entry = self.sources.get(source)
-        if isinstance(entry, dict) and entry.get("status") == "ok":
+        if entry is not None and entry.status == "ok":
             return True
         return any(f in self.raw for f in self._files_of(source))
 
@@ -152,8 +153,8 @@ class Facts:
         if self.captured(source) or holds_data:
             return None
         entry = self.sources.get(source)
-        if isinstance(entry, dict) and entry.get("message"):
-            return f"{source}: {entry.get('status') or 'not captured'}: {entry['message']}"
+        if entry is not None and entry.message:
+            return f"{source}: {entry.status or 'not captured'}: {entry.message}"
         return f"{source}: not captured ({self._files_of(source)[0]} not among the evidence)"
 
     GPU_SOURCES = ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-query-gpu", "nvml", "vllm-collect-env")

@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm_medic.errors import ToolError, UsageError
 from vllm_medic.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from vllm_medic.collect.source_entry import SourceEntry
 
 
 @dataclass
@@ -22,13 +25,10 @@ class Evidence:
     manifest: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def sources(self) -> dict[str, Any]:
-        s = self.manifest.get("sources")
-        if isinstance(s, dict):
-            return s
-        if isinstance(s, list):
-            return {str(e.get("name")): e for e in s if isinstance(e, dict)}
-        return {}
+    def sources(self) -> dict[str, SourceEntry]:
+        from vllm_medic.collect.source_entry import entries_by_name
+
+        return entries_by_name(self.manifest.get("sources"))
 
 
 def from_snapshot_file(path: Path) -> Evidence:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from vllm_medic.accept.options import AcceptOptions
+    from vllm_medic.checks.cli import ClusterCheckRequest
     from vllm_medic.collect.api import CollectOptions, FanoutOptions
 
 
@@ -32,20 +33,10 @@ def register(app: typer.Typer) -> None:
     accept_cli.DISTRIBUTED.plug(_load_workers)
 
 
-def _check_bundle(
-    path: Path,
-    rec: Any,
-    model_config: dict[str, Any] | None,
-    strategy: str | None,
-    hardware: str | None,
-    as_json: bool,
-    junit: Path | None,
-    strict: bool,
-    verbose: bool,
-) -> int | None:
+def _check_bundle(request: ClusterCheckRequest) -> int | None:
     from vllm_medic.cluster.multicheck import check_command
 
-    return check_command(path, rec, model_config, strategy, hardware, as_json, junit, strict, verbose)
+    return check_command(request)
 
 
 def _fanout(

@@ -8,7 +8,7 @@ consistency findings (``CLU...``) and the table of what differs by node come fro
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,6 +17,9 @@ from rich.table import Table
 from vllm_medic.cluster.bundle import load_multinode
 from vllm_medic.cluster.consistency import compare
 from vllm_medic.model import Category, Finding, Severity
+
+if TYPE_CHECKING:
+    from vllm_medic.checks.cli import ClusterCheckRequest
 
 
 def fold(per_node: dict[str, list[Finding]]) -> list[Finding]:
@@ -110,35 +113,26 @@ def render_table(console: Console, cluster: dict[str, Any], all_rows: bool = Fal
     console.print(table)
 
 
-def check_command(
-    path: Path,
-    rec: Any,
-    model_config: dict[str, Any] | None,
-    strategy: str | None,
-    hardware: str | None,
-    as_json: bool,
-    junit: Path | None,
-    strict: bool,
-    verbose: bool,
-) -> int | None:
-    """`check --from` on a multi-node bundle (None when ``path`` is not one): each node's verdicts
+def check_command(request: ClusterCheckRequest) -> int | None:
+    """`check --from` on a multi-node bundle (None when ``request.path`` is not one): each node's verdicts
     folded, plus what differs between nodes."""
     from vllm_medic.checks.api import severity_counts
     from vllm_medic.cli_common import console, emit_findings
     from vllm_medic.cluster.bundle import is_multinode
 
+    path, rec = request.path, request.recipe
     if not is_multinode(path):
         return None
     findings, cluster = check_multinode(
-        path, rec, model_config=model_config, strategy=strategy, hardware=hardware
+        path, rec, model_config=request.model_config, strategy=request.strategy, hardware=request.hardware
     )
-    if not as_json:
+    if not request.as_json:
         render_table(console(), cluster)
     code = emit_findings(
         findings,
-        as_json=as_json,
-        junit=junit,
-        strict=strict,
+        as_json=request.as_json,
+        junit=request.junit,
+        strict=request.strict,
         suite="vllm-medic.check",
         extra={
             "recipe": rec.summary(),
@@ -147,6 +141,6 @@ def check_command(
             "counts": severity_counts(findings),
         },
         title=f"vllm-medic check — recipe {rec.name} ({rec.source}); evidence: multi-node bundle {path}",
-        verbose=verbose,
+        verbose=request.verbose,
     )
     return int(code)

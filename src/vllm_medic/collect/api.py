@@ -24,6 +24,7 @@ from vllm_medic.collect.build import CANONICAL_FILES, CORE_SOURCES, build_snapsh
 from vllm_medic.collect.parsers.system import select_env
 from vllm_medic.collect.redaction import redact_output
 from vllm_medic.collect.runner import ProbeOutcome, ProbesInterrupted, run_all
+from vllm_medic.collect.source_entry import SourceEntry, entries_by_name
 from vllm_medic.errors import ToolError, UsageError
 from vllm_medic.redact import redact_text
 from vllm_medic.snapshot import SCHEMA_VERSION, Snapshot
@@ -73,6 +74,11 @@ class CollectResult:
     @property
     def interrupted(self) -> bool:
         return bool(self.manifest.get("interrupted"))
+
+    @property
+    def sources(self) -> dict[str, SourceEntry]:
+        """The manifest's source entries by name, typed (the manifest itself stays JSON)."""
+        return entries_by_name(self.manifest.get("sources"))
 
 
 @cache
@@ -146,21 +152,6 @@ def _container_evidence(env: Mapping[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _entry(name: str, file: str | None, **kw: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "name": name,
-        "command": None,
-        "started": None,
-        "duration_s": 0.0,
-        "exit_code": None,
-        "status": "ok",
-        "file": file,
-        "message": "",
-    }
-    base.update(kw)
-    return base
-
-
 def collect_here(opts: CollectOptions) -> CollectResult:
     """Gather every source on this machine, concurrently, each command with its own timeout."""
     if opts.timeout_s <= 0:
@@ -172,7 +163,7 @@ def collect_here(opts: CollectOptions) -> CollectResult:
     started = _now()
     t0 = time.monotonic()
     raw: dict[str, bytes] = {}
-    sources: dict[str, dict[str, Any]] = {}
+    sources: dict[str, SourceEntry] = {}
     options: dict[str, Any] = {
         "image": opts.image,
         "model_path": opts.model_path,
@@ -198,7 +189,7 @@ def collect_here(opts: CollectOptions) -> CollectResult:
         need = probe.get("needs")
         if need and not placeholders.get(need):
             if probe["name"] not in sources:
-                sources[probe["name"]] = _entry(
+                sources[probe["name"]] = SourceEntry.of(
                     probe["name"],
                     None,
                     status="not_applicable",
@@ -217,16 +208,16 @@ def collect_here(opts: CollectOptions) -> CollectResult:
     if nvml_available():
         nvml_probe = NvmlProbe()
     else:
-        sources["nvml"] = _entry(
+        sources["nvml"] = SourceEntry.of(
             "nvml", None, status="not_applicable", message="nvidia-ml-py is not installed"
         )
 
     # in-process sources: cheap reads done while nothing else waits on them
     _read_files(table.get("files") or [], raw, sources)
     raw["env.txt"] = "".join(f"{k}={v}\n" for k, v in select_env(env).items()).encode()
-    sources["env"] = _entry("env", "env.txt", command="(process environment, filtered and redacted)")
+    sources["env"] = SourceEntry.of("env", "env.txt", command="(process environment, filtered and redacted)")
     raw["container.txt"] = _container_evidence(env).encode()
-    sources["container"] = _entry(
+    sources["container"] = SourceEntry.of(
         "container", "container.txt", command="(/.dockerenv, /run/.containerenv, /proc/1/cgroup)"
     )
     if opts.model_path:
@@ -241,10 +232,10 @@ def collect_here(opts: CollectOptions) -> CollectResult:
     for name, outcome in outcomes.items():
         _record_outcome(name, outcome, probe_meta.get(name, {}), raw, sources, opts.timeout_s)
     if container_target and "launch" in sources:
-        sources["launch"]["origin"] = launch_origin
+        sources["launch"].origin = launch_origin
     if nvml_probe is not None:
         status, data, message, duration = nvml_probe.result(0.0 if interrupted else opts.timeout_s)
-        sources["nvml"] = _entry(
+        sources["nvml"] = SourceEntry.of(
             "nvml",
             "nvml.json" if data else None,
             command="(NVML via nvidia-ml-py)",
@@ -272,9 +263,13 @@ def collect_here(opts: CollectOptions) -> CollectResult:
         raw, sources, options, {"tool_version": __version__, "collected_at": started}
     )
     for name, problems in notes.items():
-        sources.setdefault(name, _entry(name, None))["notes"] = problems
-    manifest["sources"] = sorted(sources.values(), key=lambda e: str(e["name"]))
+        sources.setdefault(name, SourceEntry.of(name, None)).notes = problems
+    manifest["sources"] = _manifest_sources(sources)
     return CollectResult(snapshot=snapshot, manifest=manifest, raw=raw)
+
+
+def _manifest_sources(sources: dict[str, SourceEntry]) -> list[dict[str, Any]]:
+    return [e.to_json() for e in sorted(sources.values(), key=lambda e: e.name)]
 
 
 def _fill(arg: str, placeholders: dict[str, str | None]) -> str:
@@ -284,7 +279,7 @@ def _fill(arg: str, placeholders: dict[str, str | None]) -> str:
     return arg
 
 
-def _store_launch(launch: str, raw: dict[str, bytes], sources: dict[str, dict[str, Any]]) -> str:
+def _store_launch(launch: str, raw: dict[str, bytes], sources: dict[str, SourceEntry]) -> str:
     candidate = (
         Path(os.path.expanduser(launch.strip())) if "\n" not in launch and len(launch) < 4096 else None
     )
@@ -297,7 +292,7 @@ def _store_launch(launch: str, raw: dict[str, bytes], sources: dict[str, dict[st
             )
             raw["launch.txt"] = _redacted_bytes(data)
         except UsageError as exc:
-            sources["launch"] = _entry(
+            sources["launch"] = SourceEntry.of(
                 "launch",
                 None,
                 status="permission" if "ermission" in str(exc) else "error",
@@ -305,7 +300,7 @@ def _store_launch(launch: str, raw: dict[str, bytes], sources: dict[str, dict[st
                 origin=f"file:{candidate}",
             )
             return f"file:{candidate}"
-        sources["launch"] = _entry(
+        sources["launch"] = SourceEntry.of(
             "launch", "launch.txt", command=f"(file {candidate})", origin=f"file:{candidate}"
         )
         _store_launch_config(raw["launch.txt"], candidate.parent, raw, sources)
@@ -313,13 +308,13 @@ def _store_launch(launch: str, raw: dict[str, bytes], sources: dict[str, dict[st
     raw["launch.txt"] = _redacted_bytes(
         launch.encode("utf-8", "replace") + (b"" if launch.endswith("\n") else b"\n")
     )
-    sources["launch"] = _entry("launch", "launch.txt", command="(--launch text)", origin="argv")
+    sources["launch"] = SourceEntry.of("launch", "launch.txt", command="(--launch text)", origin="argv")
     _store_launch_config(raw["launch.txt"], Path.cwd(), raw, sources)
     return "argv"
 
 
 def _store_launch_config(
-    launch_raw: bytes, base: Path, raw: dict[str, bytes], sources: dict[str, dict[str, Any]]
+    launch_raw: bytes, base: Path, raw: dict[str, bytes], sources: dict[str, SourceEntry]
 ) -> None:
     """`vllm serve --config FILE`: keep the file in the bundle so `--from` reads the same arguments."""
     from vllm_medic.collect.launch import config_file_path, parse_launch_text
@@ -332,9 +327,11 @@ def _store_launch_config(
     try:
         data, _cut = read_bytes(path.resolve(), MAX_CAPTURED_FILE_BYTES, "--config file", shown=path)
         raw["launch-config.yaml"] = _redacted_bytes(data)
-        sources["launch-config"] = _entry("launch-config", "launch-config.yaml", command=f"(file {path})")
+        sources["launch-config"] = SourceEntry.of(
+            "launch-config", "launch-config.yaml", command=f"(file {path})"
+        )
     except UsageError as exc:  # missing, a FIFO or a device: named in the manifest, never blocked on
-        sources["launch-config"] = _entry(
+        sources["launch-config"] = SourceEntry.of(
             "launch-config",
             None,
             command=f"(file {path})",
@@ -343,21 +340,19 @@ def _store_launch_config(
         )
 
 
-def _read_files(
-    specs: list[dict[str, Any]], raw: dict[str, bytes], sources: dict[str, dict[str, Any]]
-) -> None:
+def _read_files(specs: list[dict[str, Any]], raw: dict[str, bytes], sources: dict[str, SourceEntry]) -> None:
     for spec in specs:
         name, file, path = spec["name"], spec["file"], spec["path"]
         t0 = time.monotonic()
         try:
             data = Path(path).read_bytes()[:MAX_CAPTURED_FILE_BYTES]
         except FileNotFoundError:
-            sources[name] = _entry(
+            sources[name] = SourceEntry.of(
                 name, None, command=f"(read {path})", status="missing", message=f"{path} does not exist"
             )
             continue
         except PermissionError:
-            sources[name] = _entry(
+            sources[name] = SourceEntry.of(
                 name,
                 None,
                 command=f"(read {path})",
@@ -366,17 +361,17 @@ def _read_files(
             )
             continue
         except OSError as exc:
-            sources[name] = _entry(
+            sources[name] = SourceEntry.of(
                 name, None, command=f"(read {path})", status="error", message=f"{path}: {exc.strerror or exc}"
             )
             continue
         raw[file] = _redacted_bytes(data)
-        sources[name] = _entry(
+        sources[name] = SourceEntry.of(
             name, file, command=f"(read {path})", duration_s=round(time.monotonic() - t0, 3)
         )
 
 
-def _read_model_config(model_path: str, raw: dict[str, bytes], sources: dict[str, dict[str, Any]]) -> None:
+def _read_model_config(model_path: str, raw: dict[str, bytes], sources: dict[str, SourceEntry]) -> None:
     path = Path(os.path.expanduser(model_path))
     config = path / "config.json" if path.is_dir() else path
     from vllm_medic.safeio import read_bytes
@@ -384,9 +379,11 @@ def _read_model_config(model_path: str, raw: dict[str, bytes], sources: dict[str
     try:
         data, _cut = read_bytes(config.resolve(), MAX_CAPTURED_FILE_BYTES, "--model config", shown=config)
         raw["model-config.json"] = _redacted_bytes(data)
-        sources["model-config"] = _entry("model-config", "model-config.json", command=f"(read {config})")
+        sources["model-config"] = SourceEntry.of(
+            "model-config", "model-config.json", command=f"(read {config})"
+        )
     except UsageError as exc:
-        sources["model-config"] = _entry(
+        sources["model-config"] = SourceEntry.of(
             "model-config",
             None,
             command=f"(read {config})",
@@ -400,7 +397,7 @@ def _record_outcome(
     outcome: ProbeOutcome,
     probe: dict[str, Any],
     raw: dict[str, bytes],
-    sources: dict[str, dict[str, Any]],
+    sources: dict[str, SourceEntry],
     timeout_s: float,
 ) -> None:
     file = probe.get("file") or CANONICAL_FILES.get(name, (f"{name}.txt",))[0]
@@ -417,7 +414,7 @@ def _record_outcome(
         message = f"{outcome.argv[0]}: no answer within {timeout_s:g} s; killed." + (
             f" {hint}" if hint else ""
         )
-    sources[name] = _entry(
+    sources[name] = SourceEntry.of(
         name,
         stored,
         command=" ".join(
@@ -480,7 +477,7 @@ def load_captured(path: Path) -> CollectResult:
     raw = {name: _redacted_bytes(data) for name, data in raw.items()}
     options: dict[str, Any] = {}
     meta: dict[str, Any] = {"tool_version": None, "collected_at": None}
-    sources: dict[str, dict[str, Any]] = {}
+    sources: dict[str, SourceEntry] = {}
     if isinstance(manifest_in, dict):
         options = dict(manifest_in.get("options") or {})
         meta = {
@@ -491,21 +488,21 @@ def load_captured(path: Path) -> CollectResult:
         }
         for entry in manifest_in.get("sources") or []:
             if isinstance(entry, dict) and entry.get("name"):
-                e = dict(entry)
-                e.pop("notes", None)
-                e.pop("partial", None)  # re-derived from the raw file by this version's readers
-                if e.get("status") == "unparsable":
-                    e["status"] = "ok"
-                sources[str(e["name"])] = e
+                e = SourceEntry.from_json(entry)
+                e.forget("notes")
+                e.forget("partial")  # re-derived from the raw file by this version's readers
+                if e.status == "unparsable":
+                    e.status = "ok"
+                sources[e.name] = e
     for name in raw:
         source = source_for_file(name)
         if source and source not in sources:
-            sources[source] = _entry(source, name, command="(captured file)")
+            sources[source] = SourceEntry.of(source, name, command="(captured file)")
     if not isinstance(manifest_in, dict):
         present = {source_for_file(n) for n in raw}
         for source in CORE_SOURCES:
             if source not in present and source not in sources:
-                sources[source] = _entry(
+                sources[source] = SourceEntry.of(
                     source,
                     None,
                     status="not_captured",
@@ -513,7 +510,7 @@ def load_captured(path: Path) -> CollectResult:
                 )
     snapshot, notes = build_snapshot(raw, sources, options, meta)
     for name, problems in notes.items():
-        sources.setdefault(name, _entry(name, None))["notes"] = problems
+        sources.setdefault(name, SourceEntry.of(name, None)).notes = problems
     manifest = {
         "tool": "vllm-medic",
         "tool_version": __version__,
@@ -525,7 +522,7 @@ def load_captured(path: Path) -> CollectResult:
         "options": options,
         "interrupted": bool(isinstance(manifest_in, dict) and manifest_in.get("interrupted")),
         "ignored_files": ignored,
-        "sources": sorted(sources.values(), key=lambda e: str(e["name"])),
+        "sources": _manifest_sources(sources),
     }
     if cut:
         manifest["cut"] = cut

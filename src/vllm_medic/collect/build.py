@@ -52,6 +52,7 @@ from vllm_medic.collect.parsers.system import (
 )
 from vllm_medic.collect.parsers.toolkit import parse_nvcc_version
 from vllm_medic.collect.parsers.topology import parse_topology
+from vllm_medic.collect.source_entry import SourceEntry
 from vllm_medic.records import build
 from vllm_medic.redact import redact_text
 from vllm_medic.snapshot import (
@@ -93,7 +94,7 @@ _NO_PROMPTS = frozenset({"launch", "launch-config", "model-config", "nvml", "con
 @dataclasses.dataclass
 class BuildContext:
     raw: dict[str, bytes]
-    sources: dict[str, dict[str, Any]]  # manifest entries by source name (status, message, ...)
+    sources: dict[str, SourceEntry]  # manifest entries by source name (status, message, ...)
     options: dict[str, Any]
     snapshot: Snapshot
     notes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
@@ -128,19 +129,19 @@ class BuildContext:
         if current and why in current:
             return
         self.snapshot.partial[source] = f"{current}; {why}" if current else why
-        entry = self.sources.setdefault(source, {"name": source})
-        entry["partial"] = self.snapshot.partial[source]
+        entry = self.sources.setdefault(source, SourceEntry(source))
+        entry.partial = self.snapshot.partial[source]
 
     def unparsable(self, source: str, reason: str) -> None:
-        entry = self.sources.setdefault(source, {"name": source})
-        if entry.get("status") not in (None, "ok"):
+        entry = self.sources.setdefault(source, SourceEntry(source))
+        if entry.status not in (None, "ok"):
             # the command already failed (nonzero, timeout...): its error says more than the parser
             self.note(source, [reason])
             return
         self.snapshot.errors.append(SourceError(source=source, kind="unparsable", message=reason))
-        if entry.get("status") in (None, "ok"):
-            entry["status"] = "unparsable"
-        entry["message"] = reason
+        if entry.status in (None, "ok"):
+            entry.status = "unparsable"
+        entry.message = reason
 
     def note(self, source: str, problems: list[str]) -> None:
         if problems:
@@ -149,7 +150,7 @@ class BuildContext:
 
 def build_snapshot(
     raw: dict[str, bytes],
-    sources: dict[str, dict[str, Any]] | None = None,
+    sources: dict[str, SourceEntry] | None = None,
     options: dict[str, Any] | None = None,
     meta: dict[str, Any] | None = None,
 ) -> tuple[Snapshot, dict[str, list[str]]]:
@@ -160,14 +161,14 @@ def build_snapshot(
         raw=raw, sources=sources if sources is not None else {}, options=options or {}, snapshot=snap
     )
     for entry in ctx.sources.values():
-        status = entry.get("status")
+        status = entry.status
         if status in ("missing", "timeout", "nonzero", "permission", "error", "interrupted"):
             snap.errors.append(
                 SourceError(
-                    source=str(entry.get("name")),
-                    kind=str(status),
-                    message=redact_text(str(entry.get("message") or "")),
-                    exit_code=entry.get("exit_code"),
+                    source=entry.name,
+                    kind=status,
+                    message=redact_text(entry.message or ""),
+                    exit_code=entry.exit_code,
                 )
             )
     for step in _STEPS:
@@ -355,17 +356,17 @@ def _driver_status_from_probes(ctx: BuildContext) -> None:
     snap = ctx.snapshot
     if snap.driver.status not in ("unknown",):
         return
-    entry = ctx.sources.get("nvidia-smi") or {}
-    status = entry.get("status")
+    entry = ctx.sources.get("nvidia-smi") or SourceEntry("nvidia-smi")
+    status = entry.status
     if status == "timeout":
         snap.driver.status = "hung"
-        snap.driver.status_detail = str(entry.get("message") or "nvidia-smi timed out")
+        snap.driver.status_detail = entry.message or "nvidia-smi timed out"
     elif status == "missing":
         snap.driver.status = "not_found"
         snap.driver.status_detail = "nvidia-smi is not on PATH"
     elif status == "permission":
         snap.driver.status = "permission"
-        snap.driver.status_detail = str(entry.get("message") or "permission denied")
+        snap.driver.status_detail = entry.message or "permission denied"
 
 
 def _merge_gpus(lists: list[tuple[list[Gpu], bool]]) -> list[Gpu]:
@@ -703,8 +704,8 @@ def _launch(ctx: BuildContext) -> None:
     config_text, _ = ctx.text("launch-config")
     if config_text is not None:
         merge_config_text(launch, config_text)
-    entry = ctx.sources.get("launch") or {}
-    launch.source = str(entry.get("origin") or ctx.options.get("launch_origin") or "launch.txt")
+    entry = ctx.sources.get("launch") or SourceEntry("launch")
+    launch.source = str(entry.origin or ctx.options.get("launch_origin") or "launch.txt")
     ctx.snapshot.launch = finalize_launch(launch)
     if not launch.argv and not launch.args:
         ctx.unparsable("launch", "; ".join(launch.warnings) or "no vLLM command found")
@@ -735,8 +736,8 @@ def _toolkit(ctx: BuildContext) -> None:
         return
     r = parse_nvcc_version(text)
     if r.release is None:
-        entry = ctx.sources.get("nvcc-version") or {}
-        if entry.get("status") in (None, "ok"):
+        entry = ctx.sources.get("nvcc-version") or SourceEntry("nvcc-version")
+        if entry.status in (None, "ok"):
             ctx.unparsable("nvcc-version", "; ".join(r.problems))
         return
     ctx.snapshot.toolkit = Toolkit(nvcc_version=r.version, cuda_version=r.release, nvcc_build=r.build or None)

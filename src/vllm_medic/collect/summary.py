@@ -55,35 +55,36 @@ def headline(result: CollectResult) -> str:
 
 
 def print_summary(result: CollectResult, dest: Path | None, console: Console, brief: bool) -> None:
-    sources = result.manifest.get("sources") or []
+    sources = list(result.sources.values())
     counts: dict[str, int] = {}
     for s in sources:
-        counts[s.get("status", "?")] = counts.get(s.get("status", "?"), 0) + 1
+        status = s.status if s.status is not None else "?"
+        counts[status] = counts.get(status, 0) + 1
     if not brief:
         mode = "from " + str(result.manifest.get("from")) if result.manifest.get("mode") == "from" else "live"
         console.print(f"[bold]vllm-medic collect[/] ({escape(mode)})", highlight=False)
         for s in sources:
-            status = str(s.get("status", "?"))
+            status = s.status if s.status is not None else "?"
             style, glyph = _STYLE.get(status, ("white", "?"))
-            timing = f"{float(s.get('duration_s') or 0):6.2f}s" if s.get("started") else "       "
-            detail = s.get("file") or ""
-            if status != "ok" and s.get("message"):
-                detail = str(s["message"])
+            timing = f"{float(s.duration_s or 0):6.2f}s" if s.started else "       "
+            detail = s.file or ""
+            if status != "ok" and s.message:
+                detail = s.message
             console.print(
-                f"  [{style}]{escape(glyph)}[/] {escape(str(s.get('name'))):<28} {status:<15} {timing}  {escape(str(detail))}",
+                f"  [{style}]{escape(glyph)}[/] {escape(s.name):<28} {status:<15} {timing}  {escape(detail)}",
                 highlight=False,
                 soft_wrap=True,
             )
-            if s.get("partial"):
+            if s.partial:
                 console.print(
-                    f"      [yellow]partial:[/] {escape(str(s['partial']))} (no absence is concluded from it)",
+                    f"      [yellow]partial:[/] {escape(s.partial)} (no absence is concluded from it)",
                     highlight=False,
                     soft_wrap=True,
                 )
-            for note in s.get("notes") or []:
-                console.print(f"      [dim]note: {escape(str(note))}[/]", highlight=False, soft_wrap=True)
+            for note in s.notes or []:
+                console.print(f"      [dim]note: {escape(note)}[/]", highlight=False, soft_wrap=True)
         console.print(f"  {escape(headline(result))}", highlight=False, soft_wrap=True)
-    partial = sum(1 for s in sources if s.get("partial"))
+    partial = sum(1 for s in sources if s.partial)
     tally = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + (
         f" ({partial} partial)" if partial else ""
     )

@@ -35,10 +35,10 @@ from sqlalchemy.exc import (
 
 from vllm_medic import __version__
 from vllm_medic.errors import ToolError, UsageError
-from vllm_medic.model import Finding
 from vllm_medic.redact import redact_obj, redact_text
 from vllm_medic.store import schema
 from vllm_medic.store.liveness import process_start_token, this_host, writer_gone
+from vllm_medic.store.step_row import StepRow
 
 STEP_STATUSES = ("pass", "warn", "fail", "skipped", "running")
 VERDICTS = ("pass", "pass_unverified", "fail", "incomplete")
@@ -131,6 +131,17 @@ def _as_object(value: Any) -> dict[str, Any]:
     return {} if value is None else {"raw": value}
 
 
+def _step_row(row: Any) -> StepRow:
+    """A row of the steps table; its JSON columns read back whatever shape another writer left."""
+    return StepRow(
+        name=row.name,
+        status=row.status,
+        findings=_as_findings(_from_json(row.findings, [])),
+        data=_as_object(_from_json(row.data, {})),
+        updated_at=row.updated_at,
+    )
+
+
 _FINDING_TEXT = ("id", "severity", "category", "title")
 _FINDING_LISTS = ("evidence", "fix", "docs")
 
@@ -153,14 +164,6 @@ def _as_findings(value: Any) -> list[dict[str, Any]]:
                 ]
         out.append(f)
     return out
-
-
-def _finding_dict(f: Any) -> dict[str, Any]:
-    if isinstance(f, Finding):
-        return f.to_dict()
-    if isinstance(f, dict):
-        return f
-    raise ValueError(f"a finding must be a Finding or its dict, not {type(f).__name__}")
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -348,15 +351,15 @@ class Store:
             self._touch(conn, run_id)
 
     @_db_errors
-    def record_step(self, run_id: str, step: dict[str, Any]) -> None:
-        name = str(step.get("name") or "")
-        status = str(step.get("status") or "")
+    def record_step(self, run_id: str, step: StepRow) -> None:
+        """Write the step (again, under the same name, as it progresses: it keeps its position)."""
+        name, status = step.name, step.status
         if not name:
             raise ValueError("a step needs a name")
         if status not in STEP_STATUSES:
             raise ValueError(f"step status must be one of {STEP_STATUSES}, not {status!r}")
-        findings = _to_json([_finding_dict(f) for f in step.get("findings") or []])
-        data = _to_json(step.get("data") or {})
+        findings = _to_json(step.findings)
+        data = _to_json(step.data)
         now = _now_iso()
         t = schema.steps
         with self.engine.begin() as conn:
@@ -516,13 +519,7 @@ class Store:
             rid = row.run_id
             st = schema.steps
             run["steps"] = [
-                {
-                    "name": s.name,
-                    "status": s.status,
-                    "findings": _as_findings(_from_json(s.findings, [])),
-                    "data": _as_object(_from_json(s.data, {})),
-                    "updated_at": s.updated_at,
-                }
+                _step_row(s).to_json()
                 for s in conn.execute(select(st).where(st.c.run_id == rid).order_by(st.c.position))
             ]
             ev = schema.events

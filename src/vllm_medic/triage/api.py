@@ -66,20 +66,10 @@ class TriageResult:
                     "after": [redact_text(x) for x in v.root.after],
                 },
             }
-        cascade = []
-        for c in v.cascade:
-            c = dict(c)
-            c["first"] = dict(c["first"], text=redact_text(c["first"]["text"]))
-            cascade.append(c)
-        signals = []
-        for c in v.signals:
-            c = dict(c)
-            c["first"] = dict(c["first"], text=redact_text(c["first"]["text"]))
-            signals.append(c)
         return {
             "root_cause": root,
-            "cascade": cascade,
-            "signals": signals,
+            "cascade": [c.to_json() for c in v.cascade],
+            "signals": [s.to_json() for s in v.signals],
             "fix": list(v.fix),
             "docs": list(v.docs),
             "sources": self.sources,

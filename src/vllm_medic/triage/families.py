@@ -181,6 +181,24 @@ class FamilyBook:
                     tuple(cwords),
                     note=f"outranks `{fam.id}`: its own evidence on the line, emitter or frames reaches {challenger.outrank_min:g}",
                 )
+        own_best = scored[0][1]
+        if (
+            second
+            and second[2].id in fam.outranks
+            and second[2].id not in computed_top
+            and fam.outrank_min
+            and own_best >= fam.outrank_min
+        ):
+            # The same rule with the order reversed: the specific family leads and outranks the broad
+            # runner-up, so no margin is needed (blind round 9: a mamba cache that "can not alloc").
+            return FamilyVerdict(
+                fam,
+                best,
+                second[2].id,
+                second_score,
+                tuple(words),
+                note=f"outranks `{second[2].id}`: its own evidence on the line, emitter or frames reaches {fam.outrank_min:g}",
+            )
         if best - second_score < self.margin:
             return None
         return FamilyVerdict(fam, best, second[2].id if second else None, second_score, tuple(words))

@@ -50,7 +50,7 @@ _LEVEL_WORD = re.compile(
 # Process prefixes: "(APIServer pid=1) ", "(EngineCore_DP0 pid=7)", "(VllmWorker TP0 pid=3)",
 # "(RayWorkerWrapper pid=1355, ip=192.168.201.208)", "(pid=1058)".
 _PROC = re.compile(
-    r"^\((?P<name>[A-Za-z][\w\-]*(?: [A-Za-z]*\d+)?)?(?P<kv>(?:\s+(?:rank|local_rank|dp_rank|tp_rank)=\d+)*)"
+    r"^\((?P<name>[A-Za-z][\w\-:.]*(?: [A-Za-z]*\d+)?)?(?P<kv>(?:\s+(?:rank|local_rank|dp_rank|tp_rank)=\d+)*)"
     r"\s*(?:pid=(?P<pid>\d+))(?:,\s*ip=(?P<ip>[\w.:\-]+))?\)\s?"
 )
 # SGLang: "[2025-05-06 10:00:00 TP3] msg" (the ISO part is peeled first, this takes "TP3] ")
@@ -70,6 +70,14 @@ _PID_TAG = re.compile(r"^\[(?:PID|pid|Pid)[:=]? ?(?P<pid>\d+)\]\s?")
 _SRUN_TASK = re.compile(
     r"^(?P<task>\d{1,5}): (?=\[rank\d|\[?\d{4}-\d\d-\d\d|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|Traceback \(| +File \")"
 )
+# Ray's C++ components after their ISO stamp: "[2025-06-13 01:49:41,730 E 1 1] gcs_rpc_client.h:179: msg"
+# (level letter, pid, tid, file:line); spdlog's "[logger] [error] [file.cpp:910] msg" (InfiniStore).
+_RAY_CPP = re.compile(r"^(?P<lv>[DIWEC]) \d+ \d+\] (?P<where>[\w.\-/]+:\d+):\s?")
+_SPDLOG = re.compile(
+    r"^\[(?P<logger>[A-Za-z][\w.\-]*)\] \[(?P<lv>trace|debug|info|warn|warning|error|critical)\]\s"
+    r"(?:\[(?P<where>[\w.\-/]+:\d+)\]\s?)?"
+)
+_LEVEL_OF_RAY_CPP = {"D": "DEBUG", "I": "INFO", "W": "WARNING", "E": "ERROR", "C": "FATAL"}
 _MPI_TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?")
 # An exception line indented by a paste (a quote in prose, a block indented by two spaces): Python
 # writes it at the margin, so the indentation is the paste's, not a traceback's code line.
@@ -115,7 +123,8 @@ class Event:
     origin: str | None = None
     # What is left of a traceback cut before its exception line (tracebacks.py): "raise" (the message
     # was rebuilt from the quoted `raise X("...")` statement; `text` is the line as written),
-    # "announce" (the `Exception in thread ...:` line above its header) or "header".
+    # "announce" (the `Exception in thread ...:` line above its header), "header", or "announce-only"
+    # (an announcing line the process wrote last: its traceback was cut off).
     cut: str | None = None
 
     def to_dict(self) -> dict[str, object]:
@@ -284,6 +293,17 @@ def normalize_line(
                 ev.level = "WARNING"
             elif rest.startswith("NCCL INFO"):
                 ev.level = "INFO"
+            break
+        elif m := _RAY_CPP.match(rest):
+            ev.level = _LEVEL_OF_RAY_CPP[m.group("lv")]
+            ev.origin = m.group("where")
+            rest = rest[m.end() :]
+            break
+        elif m := _SPDLOG.match(rest):
+            lv = m.group("lv").upper()
+            ev.level = {"TRACE": "DEBUG", "WARN": "WARNING", "CRITICAL": "FATAL"}.get(lv, lv)
+            ev.origin = " ".join(x for x in (m.group("logger"), m.group("where")) if x)
+            rest = rest[m.end() :]
             break
         elif m := _COMPOSE.match(rest):
             if m.group("svc"):

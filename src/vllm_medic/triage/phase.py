@@ -34,6 +34,8 @@ RUNTIME_FRAMES = re.compile(
     # Request-side KV work: a continuing chunked prefill, the scheduler's new prefill batch, slot
     # allocation and prefix-cache block bookkeeping only run for real requests.
     r"|continuation_prefill|get_new_batch_prefill|allocate_slots|cache_full_blocks"
+    # Early SGLang's router filling a batch of requests (blind round 9's sglang-165).
+    r"|forward_fill_batch|prepare_for_extend|:forward_step\b"
     # Generation called by a script (transformers' generate/_sample): the model is loaded and running.
     r"|\bgenerate\b|\b_sample\b|_greedy_search|_beam_search"
 )
@@ -45,6 +47,9 @@ RUNTIME_TEXT = re.compile(
     # generating, the shard's Prefill/Decode methods (its warm-up has its own `Warmup`).
     r"|\bbatch\{batch_size=\d|\b(?:prefill|decode)\{id=|\b(?:compat_)?generate(?:_stream)?\{"
     r"|Request failed during generation|\binfer:send_error\b|Method (?:Prefill|Decode) encountered an error"
+    # An application's own words for a failure while it served a user's request (InvokeAI's
+    # `Error while invoking session …`, blind round 9).
+    r"|(?i:\b(?:while|during) (?:invoking|processing|handling|serving) (?:a |the )?(?:session|request|invocation|query)\b)"
 )
 # Words of the runtime in the root line or its neighbours (weak: they pick a phase, they do not prove it).
 RUNTIME_WORDS = re.compile(
@@ -54,6 +59,11 @@ RUNTIME_WORDS = re.compile(
     # Request handlers and engine steps of other engines (mistral.rs's `engine: step`, its chat handler).
     r"|\bchat_completions?\b|\bengine: step\b"
 )
+# A clause that lists what MIGHT have caused the line ("This can happen when … (OOM, preempted node,
+# etc.)", Ray's dead-node message): its words are hypotheses, not evidence of the phase (blind round 9).
+HEDGE = re.compile(
+    r"(?i)(?:^|[.!]\s+)(?:This (?:can|may|might|could) (?:happen|be caused|occur)|Possible (?:causes|reasons))\b.*$"
+)
 # Start-up progress lines just above the root.
 STARTUP_TEXT = re.compile(
     r"(?i)Loading (?:(?:safetensors|pt) )?checkpoint shards|Loading weights|Starting to load model"
@@ -62,6 +72,13 @@ STARTUP_TEXT = re.compile(
     r"|Method Warmup encountered an error|Warming up model"
 )
 RUNTIME_SIGNATURES = frozenset({"engine-dead"})
+# A traceback chained after the root (`The above exception was the direct cause …`): its frames and
+# code lines say where the root was raised (vLLM V1 prints the OOM first, then the chain through
+# `run_busy_loop`, blind round 9).
+_CHAINED = re.compile(
+    r"The above exception was the direct cause of the following exception"
+    r"|During handling of the above exception, another exception occurred"
+)
 # Served-traffic lines of other engines, screened with prefilter.SERVED_PATTERNS (scanner.build_screens):
 # SGLang's periodic decode log with running requests, TGI's router finishing a request.
 SERVED_EXTRA = (
@@ -105,6 +122,7 @@ def decide(
     served_before: str | None,
     runtime_line: str | None,
     runs_note: str | None = None,
+    chained_frames: list[str] | tuple[str, ...] = (),
 ) -> Phase:
     """Pure: everything the caller found about the root and the server around it."""
     notes = [runs_note] if runs_note else []
@@ -131,13 +149,30 @@ def decide(
     for line in after[:3]:
         if (m := re.search(r"while processing method (\w+)", line)) and STARTUP_FRAMES.search(m.group(1)):
             return Phase("startup", True, [f"the next lines say `{m.group(0)}` (engine start-up)", *notes])
+    chained = next((i for i, line in enumerate(after) if _CHAINED.search(line)), None)
+    chain = "\n".join([*after[chained + 1 :], *chained_frames]) if chained is not None else ""
+    if chain and (m := STARTUP_FRAMES.search(chain)):
+        return Phase(
+            "startup",
+            True,
+            [f"the traceback chained after it runs through `{m.group(0)}` (engine start-up)", *notes],
+        )
+    if chain and not joined and (m := RUNTIME_FRAMES.search(chain)):
+        return Phase(
+            "runtime",
+            False,
+            [
+                f"the traceback chained after it runs through `{m.group(0)}`, but no served request is shown",
+                *notes,
+            ],
+        )
     if joined and (m := RUNTIME_FRAMES.search(joined)):
         return Phase(
             "runtime",
             False,
             [f"the traceback runs through `{m.group(0)}`, but no served request is shown", *notes],
         )
-    near = "\n".join([text, *before[-2:], *after[:2]])
+    near = "\n".join([HEDGE.sub("", text), *before[-2:], *after[:2]])
     if m := RUNTIME_WORDS.search(near):
         return Phase(
             "runtime", False, [f"the line speaks of `{m.group(0)}` (serving), nothing shows requests", *notes]

@@ -65,9 +65,9 @@ def render(result: TriageResult, console: Console) -> None:
     if v.cascade:
         p("[bold]Cascade (consequences after it):[/]", highlight=False)
         for c in v.cascade[:15]:
-            f = c["first"]
+            f = c.first
             p(
-                f"    • {escape(c['title'])} — {escape(c['summary'])}; first at {escape(f['source'])}:{f['line']}",
+                f"    • {escape(c.title)} — {escape(c.summary)}; first at {escape(f.source)}:{f.line}",
                 highlight=False,
             )
         if len(v.cascade) > 15:
@@ -87,12 +87,12 @@ def _signals(result: TriageResult, console: Console) -> None:
     console.soft_wrap = True
     console.print("[bold]Signals worth a look (not failures on their own):[/]", highlight=False, emoji=False)
     for s in result.verdict.signals:
-        f = s["first"]
+        f = s.first
         console.print(
-            f"    • {escape(s['title'])} ({escape(s['category'])}) — {escape(s['summary'])}; first at "
-            f"{escape(f['source'])}:{f['line']}",
+            f"    • {escape(s.title)} ({escape(s.category)}) — {escape(s.summary)}; first at "
+            f"{escape(f.source)}:{f.line}",
             highlight=False,
         )
         console.print(
-            f"      [dim]{escape(redact_text(f['text']).strip()[:300])}[/]", highlight=False, emoji=False
+            f"      [dim]{escape(redact_text(f.text).strip()[:300])}[/]", highlight=False, emoji=False
         )

@@ -484,6 +484,8 @@ def unclaimed_kind(ev: Event, generic: bool) -> str | None:
         return None
     if ev.cut == "raise" or _RAISE_STATEMENT.match(ev.message):
         return "raise"
+    if ev.cut == "announce-only":
+        return "generic"
     if ev.message[:1] in (" ", "\t") and not generic:
         return None
     if load_families().carries_failure_word(msg) and not load_healthy_model().is_healthy(ev.message):

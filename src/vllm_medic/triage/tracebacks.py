@@ -28,16 +28,24 @@ EXCEPTION_LINE = re.compile(
     r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Timeout|Failure|Fault)\b"
     r"|^(?:[a-z_]\w*\.)+[A-Z]\w*: "
     r"|^Exception: "  # a bare `raise Exception(...)` (the Rust-backed tokenizers raise these)
+    # A dotted class name alone after the frames: a message-less exception, or one the excerpt cut
+    # mid-name (`ray.exceptions.OutOfMe`, blind round 9).
+    r"|^(?:[a-z_]\w*\.)+[A-Z]\w*\s*$"
 )
 _ERROR_BEFORE = re.compile(r"(?i)error|exception|fail")
 # A quoted `raise X(...)` statement (the code line of the frame that raised).
 RAISE_STATEMENT = re.compile(r"^\s*raise\s+(?P<exc>[A-Za-z_][\w.]*)\s*(?:\((?P<args>.*)|from\b.*)?$")
+# A quoted `assert` statement: what is left of a traceback cut before its AssertionError (blind round 9).
+ASSERT_STATEMENT = re.compile(r"^\s*assert\s+\S")
+# Log records that lost their line breaks, glued onto a frame line: the exception record at its end.
+_GLUED_EXCEPTION = re.compile(r"\s(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)$")
 _STRING_LITERAL = re.compile(r"""[rRbBuUfF]{0,2}"((?:[^"\\]|\\.)*)"|[rRbBuUfF]{0,2}'((?:[^'\\]|\\.)*)'""")
 # The line just above a header that announces it: Python's threading/asyncio/ASGI hooks.
 ANNOUNCE = re.compile(
     r"\bException in (?:thread|callback|ASGI application|worker)\b|\bTask exception was never retrieved"
     r"|\bUnhandled exception\b|\bException in [A-Z]\w*:"  # SGLang's `Exception in ControllerSingle:`
 )
+_EXC_SUFFIX = re.compile(r"(?:Error|Exception|Interrupt|Exit|Timeout|Failure|Fault|Warning):?\s*$")
 _MAX_CONTINUATION = 6
 # The rest of a frame line a terminal hard-wrapped (`…", line 11` / `9, in _call_store`).
 _FRAME_TAIL = re.compile(r"^\d*, in [\w<>.]+\s*$")
@@ -102,6 +110,7 @@ class TracebackFolder:
     def __init__(self) -> None:
         self._open: dict[tuple[object, ...], _State] = {}
         self._announced: dict[tuple[object, ...], Event] = {}
+        self._last_line: dict[tuple[object, ...], int] = {}
         self.cut: list[Event] = []
 
     @property
@@ -111,6 +120,10 @@ class TracebackFolder:
     def feed(self, ev: Event) -> Event | None:
         msg = ev.message
         key = _key(ev)
+        if msg.strip():
+            if len(self._last_line) >= _MAX_FRAMES and key not in self._last_line:
+                self._last_line.clear()
+            self._last_line[key] = ev.line
         if self._open:
             stale = [k for k, st in self._open.items() if ev.line - st.start > _MAX_TRACEBACK_LINES]
             for k in stale:
@@ -131,6 +144,16 @@ class TracebackFolder:
                 return ev
             return None
         frame = FRAME.search(msg)
+        if frame and (glued := _GLUED_EXCEPTION.search(msg, frame.end())):
+            # A paste that lost its line breaks: frames and the exception record on one line.
+            if state is None:
+                state = self._open[key] = _State(ev.line)
+            state.frames.append(f"{frame.group('file')}:{frame.group('func') or ''}")
+            del self._open[key]
+            ev.message = glued.group("exc")
+            ev.traceback_start = state.start
+            ev.frames = state.frames[:_MAX_FRAMES]
+            return ev
         if frame:
             if state is None:
                 state = self._open[key] = _State(ev.line)
@@ -143,7 +166,7 @@ class TracebackFolder:
             state.lines += 1
             return None
         if state is None:
-            if RAISE_STATEMENT.match(msg):
+            if RAISE_STATEMENT.match(msg) or ASSERT_STATEMENT.match(msg):
                 # A quoted raise with no frame above it: its exception line may follow; if none
                 # does, the statement is what is left of the traceback (reported when it is cut).
                 state = self._open[key] = _State(ev.line)
@@ -172,7 +195,7 @@ class TracebackFolder:
         ):
             if state.after_frame:
                 state.last_code = ev
-                if RAISE_STATEMENT.match(msg):
+                if RAISE_STATEMENT.match(msg) or ASSERT_STATEMENT.match(msg):
                     state.raise_ev, state.raise_cont = ev, []
             elif state.raise_ev is not None and len(state.raise_cont) < _MAX_CONTINUATION:
                 state.raise_cont.append(stripped)
@@ -182,7 +205,7 @@ class TracebackFolder:
         if EXCEPTION_LINE.match(stripped):
             del self._open[key]
             chosen = ev
-            if is_bare_exception(stripped) and state.last_code is not None:
+            if is_bare_exception(stripped) and state.last_code is not None and _EXC_SUFFIX.search(stripped):
                 chosen = state.last_code
             chosen.traceback_start = state.start
             chosen.frames = state.frames
@@ -201,6 +224,9 @@ class TracebackFolder:
             if rebuilt is not None:
                 ev.message = rebuilt
                 ev.cut = "raise"
+            elif ASSERT_STATEMENT.match(ev.message):
+                ev.message = ev.message.strip()
+                ev.cut = "raise"
         elif state.header is not None:
             ev = state.header
             ev.cut = "header" if TRACEBACK_HEADER.search(ev.message) else "announce"
@@ -208,6 +234,9 @@ class TracebackFolder:
             return
         ev.traceback_start = state.start
         ev.frames = state.frames
+        if state.last_code is not None and state.frames and ev is not state.last_code:
+            # The call the last frame was making when the paste stopped: the frame it would have shown.
+            ev.frames = [*state.frames, f"(calling):{state.last_code.message.strip()[:200]}"]
         self.cut.append(ev)
 
     def take_cut(self) -> list[Event]:
@@ -219,6 +248,13 @@ class TracebackFolder:
         """End of input: every traceback still open was cut before its exception line."""
         for state in self._open.values():
             self._cut_off(state)
+        for key, ev in self._announced.items():
+            # "Exception in thread …:" as the last line its process wrote: the traceback was cut off
+            # (blind round 9's HiCache backup thread); the announcement is what is left of it.
+            if self._last_line.get(key) == ev.line and ev.cut is None:
+                ev.cut = "announce-only"
+                self.cut.append(ev)
         self._open.clear()
         self._announced.clear()
+        self._last_line.clear()
         return sorted(self.take_cut(), key=lambda e: e.line)

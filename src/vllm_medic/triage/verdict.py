@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.redact import redact_text
+from vllm_medic.triage.cascade_entry import CascadeEntry, FirstSeen
 from vllm_medic.triage.catalogue import Catalogue
 from vllm_medic.triage.families import frames_above, load_families
 from vllm_medic.triage.normalize import timestamp_str
@@ -49,6 +49,7 @@ _PROMOTABLE = (
     "prefix-cache-zero-hit",
     "prefix-cache-zero-hit-metrics",
     "nccl-info-error-return",
+    "kv-transfer-waiting",
 )
 # Weak signals that stand alone whatever the server did before them (not judged against a start-up).
 _PROMOTABLE_ANYWHERE = {"nccl-info-error-return"}
@@ -75,10 +76,10 @@ class Verdict:
     confidence: float
     reason: str
     phase_evidence: str | None
-    cascade: list[dict[str, Any]] = field(default_factory=list)
+    cascade: list[CascadeEntry] = field(default_factory=list)
     fix: list[str] = field(default_factory=list)
     docs: list[str] = field(default_factory=list)
-    signals: list[dict[str, Any]] = field(default_factory=list)
+    signals: list[CascadeEntry] = field(default_factory=list)
     layer: str | None = None
     title: str | None = None
     phase: Phase | None = None
@@ -144,8 +145,21 @@ def decide_phase(
         if hit.sig_id in RUNTIME_SIGNATURES or RUNTIME_TEXT.search(hit.event.text):
             runtime_line = f"{hit.event.source}:{hit.event.line} `{hit.event.message.strip()[:120]}`"
             break
+    # A traceback that starts within a few lines after the root (the chain Python prints below it).
+    chained_frames: list[str] = []
+    for hit in pool if pool is not None else list(acc.first.values()):
+        start = hit.event.traceback_start
+        if (
+            hit is not root
+            and hit.source_index == root.source_index
+            and start is not None
+            and root.event.line < start <= root.event.line + 2 * WINDOW_LINES
+        ):
+            chained_frames = hit.event.frames
+            break
     return phase_decide(
         frames=root.event.frames,
+        chained_frames=chained_frames,
         text=root.event.text,
         before=root.before,
         after=root.after,
@@ -371,7 +385,7 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
         else:
             tier = T_WEAK
             promoted_count = acc.stats.get(root.sig_id, SigStats()).count
-            signals = [s for s in signals if s["signature"] != root.sig_id]
+            signals = [s for s in signals if s.signature != root.sig_id]
             confidence = CONF_PROMOTED
     else:
         tier = min(by_tier)
@@ -423,30 +437,25 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
                 scope = f", none answered 2xx after line {root.event.line} (the earlier ones were)"
         title = _title(root, tier, promoted_count, scope)
 
-    cascade: list[dict[str, Any]] = []
+    cascade: list[CascadeEntry] = []
     for h in _sorted([h for h in pool if h is not root]):
         if earlier(h, root) < 0:
             continue  # weaker signals before the root are not its consequences
         key = h.sig_id
-        if any(c["signature"] == key for c in cascade):
+        if any(c.signature == key for c in cascade):
             continue
         cascade.append(_entry(h, acc))
     own = acc.stats.get(root.sig_id)
     if own is not None and own.count > 1 and tier != T_WEAK:
-        cascade.insert(
-            0,
-            {
-                "signature": root.sig_id,
-                "role": "repeat",
-                "category": category,
-                "title": "same signature as the root cause",
-                "count": own.count - 1,
-                "ranks": sorted(own.ranks),
-                "sources": list(own.sources),
-                "summary": summarize(own, exclude_one=True),
-                "first": _where(root),
-            },
+        repeat = replace(
+            _entry(root, acc),
+            role="repeat",
+            category=category,
+            title="same signature as the root cause",
+            count=own.count - 1,
+            summary=summarize(own, exclude_one=True),
         )
+        cascade.insert(0, repeat)
 
     fix: list[str] = []
     docs: list[str] = []
@@ -478,31 +487,25 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     )
 
 
-def _entry(h: Hit, acc: Accumulator) -> dict[str, Any]:
+def _entry(h: Hit, acc: Accumulator) -> CascadeEntry:
     stats = acc.stats.get(h.sig_id, SigStats())
     fam = h.family.family if h.family is not None and h.signature is None else None
-    return {
-        "signature": h.sig_id,
-        "role": h.signature.role if h.signature else (h.kind if fam is None else "family"),
-        "category": h.signature.category if h.signature else (fam.category if fam else Category.OTHER.value),
-        "title": h.signature.title if h.signature else (fam.title if fam else "error line"),
-        "count": stats.count,
-        "ranks": sorted(stats.ranks),
-        "sources": list(stats.sources),
-        "summary": summarize(stats, exclude_one=False),
-        "first": _where(h),
-    }
+    return CascadeEntry(
+        signature=h.sig_id,
+        role=h.signature.role if h.signature else (h.kind if fam is None else "family"),
+        category=h.signature.category if h.signature else (fam.category if fam else Category.OTHER.value),
+        title=h.signature.title if h.signature else (fam.title if fam else "error line"),
+        count=stats.count,
+        ranks=sorted(stats.ranks),
+        sources=list(stats.sources),
+        summary=summarize(stats, exclude_one=False),
+        first=_where(h),
+    )
 
 
-def _where(h: Hit) -> dict[str, Any]:
+def _where(h: Hit) -> FirstSeen:
     ev = h.event
-    return {
-        "source": ev.source,
-        "line": ev.line,
-        "text": ev.text,
-        "rank": ev.rank,
-        "timestamp": timestamp_str(ev.timestamp),
-    }
+    return FirstSeen(ev.source, ev.line, ev.text, ev.rank, timestamp_str(ev.timestamp))
 
 
 def to_findings(v: Verdict) -> list[Finding]:
@@ -511,14 +514,13 @@ def to_findings(v: Verdict) -> list[Finding]:
         for s in v.signals:
             out.append(
                 Finding(
-                    f"triage.signal.{s['signature']}",
+                    f"triage.signal.{s.signature}",
                     Severity.INFO,
-                    Category(s["category"]),
-                    s["title"],
+                    Category(s.category),
+                    s.title,
                     evidence=[
-                        f"{s['first']['source']}:{s['first']['line']}: "
-                        f"{redact_text(s['first']['text'].strip()[:300])}",
-                        s["summary"],
+                        f"{s.first.source}:{s.first.line}: {redact_text(s.first.text.strip()[:300])}",
+                        s.summary,
                     ],
                 )
             )
@@ -532,8 +534,7 @@ def to_findings(v: Verdict) -> list[Finding]:
     if v.phase_evidence:
         evidence.append(f"phase: {v.phase_evidence}")
     evidence.extend(
-        f"cascade: {c['title']} ({c['summary']}), first at {c['first']['source']}:{c['first']['line']}"
-        for c in v.cascade[:10]
+        f"cascade: {c.title} ({c.summary}), first at {c.first.source}:{c.first.line}" for c in v.cascade[:10]
     )
     return [
         Finding(

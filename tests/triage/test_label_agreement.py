@@ -1,0 +1,47 @@
+"""scripts/label_agreement.py: the label-noise ceiling published for blind round 10 (blind/README.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts/label_agreement.py"
+BLIND = ROOT / "tests/data/triage/blind"
+
+
+def _run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True)
+
+
+def test_round10_agreement_is_the_published_figure() -> None:
+    out = _run(BLIND / "round10.jsonl", BLIND / "round10.relabel.jsonl")
+    assert out.returncode == 0, out.stderr
+    assert "64 logs labelled twice" in out.stdout
+    assert "category agreement 59/64 = 92.2 %, exact line 60/64 = 93.8 %, both 56/64 = 87.5 %" in out.stdout
+    assert out.stdout.count("   differ: ") == 8
+
+
+def test_disagreement_and_missing_rows_are_named(tmp_path: Path) -> None:
+    a = tmp_path / "a.jsonl"
+    b = tmp_path / "b.jsonl"
+    a.write_text(
+        '{"id": "x", "category": "other", "first_anomaly_line": 2}\n'
+        '{"id": "y", "category": "oom_startup", "first_anomaly_line": 1}\n'
+    )
+    b.write_text('{"id": "x", "category": "driver_cuda", "first_anomaly_line": 2, "confidence": "high"}\n')
+    out = _run(a, b)
+    assert out.returncode == 0
+    assert "not relabelled (1): y" in out.stdout
+    assert "category agreement 0/1 = 0.0 %" in out.stdout
+    assert "differ: x: other@2 vs driver_cuda@2 (high)" in out.stdout
+
+
+def test_unreadable_input_is_exit_2_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    out = _run(bad, bad)
+    assert out.returncode == 2
+    assert "cannot read" in out.stderr and "Traceback" not in out.stderr
+    assert _run(bad).returncode == 2
