@@ -190,3 +190,21 @@ def test_old_and_moved_extra_facts_judge_the_same():
     assert "image not present locally" in found["IMG001"].evidence[2]
     moved = run_checks(Snapshot.from_dict(json.loads(json.dumps(snap.to_dict()))), recipe)
     assert [f.to_dict() for f in moved] == [f.to_dict() for f in run_checks(snap, recipe)]
+
+
+def test_a_malformed_health_object_is_judged_without_a_traceback():
+    """A null where a record needs a value drops that item or keeps the default; the judges never see it."""
+    old = json.loads(OLD.read_text("utf-8"))
+    health = old["extra"]["health"]
+    health["xid"]["events"][0]["xid"] = None  # a required field: the event is dropped
+    health["xid"]["events"][1]["when"] = None  # a defaulted one: "" kept
+    health["in_image"]["cuda_userspace"]["13"] = None
+    health["limits"]["shm"] = "garbage"
+    snap = Snapshot.from_dict({**old, "extra": {**old["extra"], "health": health}})
+    assert snap.health.xid is not None
+    assert len(snap.health.xid.events) == len(health["xid"]["events"]) - 1
+    assert snap.health.xid.events[0].when == ""
+    assert snap.health.in_image is not None and "13" not in (snap.health.in_image.cuda_userspace or {})
+    found = {f.id: f for f in run_checks(snap, load_recipe("generic"))}
+    assert found["HLT-XID"].severity.value == "fail"
+    assert Snapshot.from_dict({"extra": None, "health": None}) == Snapshot()
