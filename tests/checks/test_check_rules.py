@@ -15,10 +15,12 @@ from vllm_medic.snapshot import (
     Driver,
     Gpu,
     GpuProcess,
+    GpuVisibility,
     Image,
     RdmaPort,
     Snapshot,
     SourceError,
+    Toolkit,
     Topology,
     Torch,
     Vllm,
@@ -159,10 +161,10 @@ def test_drv002_uses_nvidias_table_for_the_image_cuda():
 
 
 def test_drv003_toolkit_is_not_the_driver():
-    s = snap(driver="575.57.08", cuda="12.9", extra={"nvcc_version": "13.0.48"})
+    s = snap(driver="575.57.08", cuda="12.9", toolkit=Toolkit(nvcc_version="13.0.48"))
     f = one(check(s), "DRV003")
     assert f.severity.value == "warn" and "13.0" in f.title
-    s = snap(driver="580.65.06", cuda="13.0", extra={"nvcc_version": "12.8.93"})
+    s = snap(driver="580.65.06", cuda="13.0", toolkit=Toolkit(nvcc_version="12.8.93"))
     assert one(check(s), "DRV003").severity.value == "pass"
 
 
@@ -309,8 +311,14 @@ def test_lay005_server_sees_fewer_gpus():
     assert f.severity.value == "warn" and "2 of 8" in f.title
     s = snap(n=8, launch="docker run --gpus '\"device=0,1\"' vllm/vllm-openai:kimi-k3 m -tp 2")
     assert one(check(s), "LAY005").severity.value == "info"  # the layout fits: a deliberate partition
-    assert one(check(snap(n=8, extra={"host_gpu_count": 8})), "LAY005").severity.value == "pass"
-    assert one(check(snap(n=4, extra={"host_gpu_count": 8})), "LAY005").severity.value == "warn"
+    assert (
+        one(check(snap(n=8, gpu_visibility=GpuVisibility(host_gpu_count=8))), "LAY005").severity.value
+        == "pass"
+    )
+    assert (
+        one(check(snap(n=4, gpu_visibility=GpuVisibility(host_gpu_count=8))), "LAY005").severity.value
+        == "warn"
+    )
 
 
 # ---------------------------------------------------------------- nccl_network

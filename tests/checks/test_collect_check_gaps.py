@@ -239,14 +239,14 @@ def test_vllm_script_interpreter_is_the_one_inspected(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     snap = json.loads((out / "snapshot.json").read_text())
-    pe = snap["extra"]["python_env"]
+    pe = snap["python"]["origin"]
     assert pe["interpreter"] == sys.executable and str(script) in pe["origin"]
     assert pe["vllm_installed"] is False  # this test environment has no vLLM
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["options"]["python"] == sys.executable
     # the bundle re-reads to the same facts
     again = json.loads(runner.invoke(app, ["collect", "--from", str(out), "--json"]).stdout)
-    assert again["extra"]["python_env"] == pe
+    assert again["python"]["origin"] == pe
 
 
 def test_drv004_judges_a_server_environment_and_says_so(tmp_path):
@@ -287,7 +287,8 @@ def test_img003_says_where_the_version_came_from_and_that_the_image_may_differ()
 def test_lay005_in_image_probe_sees_fewer_gpus_than_the_host(tmp_path):
     d = bundle(tmp_path, {"nvidia-smi.txt": H200_8, "in-image-nvidia-smi.txt": GB200_POD_1})
     snap = json.loads(runner.invoke(app, ["collect", "--from", str(d), "--json"]).stdout)
-    assert snap["extra"]["host_gpu_count"] == 8 and snap["extra"]["container_gpu_count"] == 1
+    vis = snap["gpu_visibility"]
+    assert vis["host_gpu_count"] == 8 and vis["container_gpu_count"] == 1
     _, fs = check(d)
     f = fs["LAY005"]
     assert f["severity"] == "warn" and "sees 1 of the host's 8 GPUs" in f["title"]
@@ -355,7 +356,7 @@ def _no_stray_bundles(tmp_path, monkeypatch):
     shutil.rmtree(tmp_path / "captured", ignore_errors=True)
 
 
-# ---------------------------------------------------------------- extra keys collect fills, read by rules
+# ---------------------------------------------------------------- facts collect fills, read by rules
 
 T4 = DATA / "checks" / "bundles" / "t4-555-open-nvcc125"
 V100_ERR = SMI / "v100-err-power-usage-narrow-azhpc-diagnostics-77-EXCERPT.txt"

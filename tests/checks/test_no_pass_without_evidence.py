@@ -17,7 +17,7 @@ from vllm_medic.cluster.consistency import compare
 from vllm_medic.collect.build import CANONICAL_FILES
 from vllm_medic.model import Severity
 from vllm_medic.recipes import load_recipe
-from vllm_medic.snapshot import Snapshot, SourceError
+from vllm_medic.snapshot import LsmodGrep, PackageOrigin, Snapshot, SourceError
 
 OFFICIAL_K3 = (
     Path(__file__).parents[1]
@@ -117,7 +117,7 @@ def test_a_grep_that_would_have_shown_a_module_proves_it_absent_on_that_node():
     a = Snapshot(
         kernel_modules=["nvidia_drm", "nvidia"],
         partial={"lsmod": "captured through `grep nvidia`"},
-        extra={"lsmod_commands": ["lsmod | grep nvidia"]},
+        lsmod_grep=LsmodGrep(["nvidia"], ["lsmod | grep nvidia"]),
     )
     b = Snapshot(kernel_modules=["nvidia", "nvidia_peermem", "mlx5_core", "mlx5_ib"])
     report = compare({"node-a": a, "node-b": b})
@@ -129,7 +129,7 @@ def test_a_grep_that_would_have_shown_a_module_proves_it_absent_on_that_node():
     row = next(r for r in report.rows if r["id"] == "CLU011")
     assert "not shown whether loaded: " in row["values"]["node-a"] and "mlx5_ib" in row["values"]["node-a"]
     # a grep for something else shows nothing about peermem
-    a.extra["lsmod_commands"] = ["lsmod | grep drm"]
+    a.lsmod_grep = LsmodGrep(["drm"], ["lsmod | grep drm"])
     assert compare({"node-a": a, "node-b": b}).findings == []
 
 
@@ -179,13 +179,11 @@ def _good() -> tuple[Snapshot, dict[str, bytes]]:
             torch=Torch("2.9.0+cu130", "13.0"),
         ),
         launch=parse_launch(K3_LAUNCH),
-        extra={"open_kernel_module": True},
     )
-    s.extra["python_env"] = {
-        "interpreter": "/opt/venv/bin/python",
-        "vllm_installed": True,
-        "vllm_distribution": "vllm",
-    }
+    s.driver.open_kernel_module = True
+    s.python.origin = PackageOrigin(
+        interpreter="/opt/venv/bin/python", vllm_installed=True, vllm_distribution="vllm"
+    )
     raw = {
         "nvidia-smi.txt": b"| NVIDIA-SMI 580.65.06   Driver Version: 580.65.06   CUDA Version: 13.0 |\n"
         + b"".join(f"|   {i}  NVIDIA H200   On | 0MiB / 143771MiB | Disabled |\n".encode() for i in range(8)),
@@ -246,7 +244,7 @@ def test_taking_a_source_away_never_adds_a_pass_nor_keeps_one_that_needed_it(sou
     for name in fields:
         setattr(s, name, getattr(fresh, name))
     if source == "proc-driver-nvidia-version":
-        s.extra.pop("open_kernel_module")
+        s.driver.open_kernel_module = None
     raw.pop(CANONICAL_FILES[source][0], None)
     s.errors.append(SourceError(source, kind, "SYNTHETIC"))
     after = _run(s, raw)

@@ -19,7 +19,18 @@ from vllm_medic.checks.api import load_rules, run_checks
 from vllm_medic.collect.launch import parse_launch
 from vllm_medic.model import Severity
 from vllm_medic.recipes import load_recipe
-from vllm_medic.snapshot import Driver, Gpu, Image, RdmaPort, Snapshot, Topology, Torch, Vllm
+from vllm_medic.snapshot import (
+    Driver,
+    Gpu,
+    Image,
+    PackageOrigin,
+    RdmaPort,
+    Snapshot,
+    Toolkit,
+    Topology,
+    Torch,
+    Vllm,
+)
 
 DATA = Path(__file__).parents[1] / "data"
 K3 = load_recipe("kimi-k3")
@@ -73,8 +84,9 @@ def snap(
     return s
 
 
-def _with(s: Snapshot, **extra) -> Snapshot:
-    s.extra.update(extra)
+def _served(s: Snapshot) -> Snapshot:
+    """The package list is the server's own environment (vLLM installed there)."""
+    s.python.origin = SERVER_ORIGIN
     return s
 
 
@@ -86,9 +98,9 @@ def _python(
     return PythonEnv(packages=packages, cuda_userspace=cuda_userspace, torch=torch or Torch())
 
 
-SERVER_ENV = {
-    "python_env": {"interpreter": "/opt/venv/bin/python", "vllm_installed": True, "vllm_distribution": "vllm"}
-}
+SERVER_ORIGIN = PackageOrigin(
+    interpreter="/opt/venv/bin/python", vllm_installed=True, vllm_distribution="vllm"
+)
 
 
 def _matrix(n: int, link: str, nic: str | None = "PIX", cut: tuple[int, int] | None = None) -> Topology:
@@ -129,30 +141,26 @@ FIXTURES: dict[str, dict[str, Callable[[], Case]]] = {
         ),
     },
     "DRV003": {
-        "pass": lambda: Case(_with(snap(), nvcc_version="13.0")),
+        "pass": lambda: Case(snap(toolkit=Toolkit(nvcc_version="13.0"))),
         "fail": lambda: Case(
-            _with(
-                snap(driver=Driver(version="575.57.08", cuda_version="12.9", status="ok")),
-                nvcc_version="13.0",
+            snap(
+                driver=Driver(version="575.57.08", cuda_version="12.9", status="ok"),
+                toolkit=Toolkit(nvcc_version="13.0"),
             )
         ),
     },
     "DRV004": {
         "pass": lambda: Case(
-            _with(
-                snap(python=_python({"vllm": "0.29.0"}, {"13": ["nvidia-cublas-cu13==13.0.0.19"]})),
-                **SERVER_ENV,
-            )
+            _served(snap(python=_python({"vllm": "0.29.0"}, {"13": ["nvidia-cublas-cu13==13.0.0.19"]})))
         ),
         "fail": lambda: Case(
-            _with(
+            _served(
                 snap(
                     python=_python(
                         {"vllm": "0.29.0"},
                         {"12": ["nvidia-cublas-cu12==12.8.4.1"], "13": ["nvidia-cublas-cu13==13.0.0.19"]},
                     )
-                ),
-                **SERVER_ENV,
+                )
             )
         ),
     },
@@ -167,11 +175,19 @@ FIXTURES: dict[str, dict[str, Callable[[], Case]]] = {
     },
     "DRV006": {
         "pass": lambda: Case(snap(gpu="NVIDIA B200"), kw={"raw": SMI_TABLE}),
-        "fail": lambda: Case(_with(snap(gpu="NVIDIA B200"), gpus_showing_err=[3]), kw={"raw": SMI_TABLE}),
+        "fail": lambda: Case(snap(gpu="NVIDIA B200", gpus_showing_err=[3]), kw={"raw": SMI_TABLE}),
     },
     "DRV007": {
-        "pass": lambda: Case(_with(snap(), open_kernel_module=True)),
-        "fail": lambda: Case(_with(snap(), open_kernel_module=False)),
+        "pass": lambda: Case(
+            snap(
+                driver=Driver(version="580.65.06", cuda_version="13.0", status="ok", open_kernel_module=True)
+            )
+        ),
+        "fail": lambda: Case(
+            snap(
+                driver=Driver(version="580.65.06", cuda_version="13.0", status="ok", open_kernel_module=False)
+            )
+        ),
     },
     "DRV008": {
         "pass": lambda: Case(

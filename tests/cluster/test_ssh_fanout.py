@@ -84,10 +84,8 @@ def test_collect_over_ssh_and_compare(two_nodes, tmp_path):
     assert snap.driver.version == "580.105.08" and len(snap.gpus) == 4
     assert "nvidia_peermem" in snap.kernel_modules
     assert {k: snap.env.get(k) for k in LAUNCHER_ENV} == LAUNCHER_ENV
-    assert (
-        "on the node" in snap.extra["python_env"]["origin"]
-        or "node's python3" in snap.extra["python_env"]["origin"]
-    )
+    origin = snap.python.origin.origin if snap.python.origin else None
+    assert origin and ("on the node" in origin or "node's python3" in origin)
     assert (
         by[targets[1].name].result.snapshot.kernel_modules
         and "nvidia_peermem" not in by[targets[1].name].result.snapshot.kernel_modules

@@ -233,19 +233,19 @@ BLIND: dict[str, dict[str, Any]] = {
     },
     PROC + "open-525.60.11-release-build-arch-nixgl-121.txt": {
         "driver.kernel_module_version": "525.60.11",
-        "extra.open_kernel_module": True,
+        "driver.open_kernel_module": True,
     },
     PROC + "open-565.57.01-ubuntu24.04-nixgl-186.txt": {
         "driver.kernel_module_version": "565.57.01",
-        "extra.open_kernel_module": True,
+        "driver.open_kernel_module": True,
     },
     PROC + "proprietary-384.98-prompt-neofetch-876.txt": {
         "driver.kernel_module_version": "384.98",
-        "extra.open_kernel_module": False,
+        "driver.open_kernel_module": False,
     },
     PROC + "jetson-orin-open-aarch64-35.3.1-nixgl-139.txt": {
         "driver.kernel_module_version": "35.3.1",
-        "extra.open_kernel_module": True,
+        "driver.open_kernel_module": True,
     },
     ENV + "sectioned-format-h20-conda-anolis-vllm-omni-241-EXCERPT.txt": {
         "python.torch.version": "2.8.0+cu128",

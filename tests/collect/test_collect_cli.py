@@ -68,6 +68,7 @@ def test_live_collect_on_an_h200_node(recordings, tmp_path):
         "nvml_library_version": None,
         "status": "ok",
         "status_detail": "",
+        "open_kernel_module": None,
     }
     assert [g["memory_total_mib"] for g in snap["gpus"]] == [143771] * 8
     assert len(snap["gpu_processes"]) == 8 and snap["gpu_processes"][0]["pid"] == 915920

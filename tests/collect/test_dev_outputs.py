@@ -174,8 +174,8 @@ DEV: dict[str, dict[str, Any]] = {
         "driver.cuda_version": "11.6",
         "extra.nvidia_smi_attached_gpus": 1,
         "gpus[*].uuid": ["GPU-27b94a00-ed54-5c24-b1fd-1054085de32a"],
-        "extra.mig_devices[*].mig_dev": [0, 1],
-        "extra.mig_devices[*].gi_id": [1, 2],
+        "mig_devices[*].mig_dev": [0, 1],
+        "mig_devices[*].gi_id": [1, 2],
         "#gpu_processes": 0,
     },
     "nvidia-smi-query-gpu/h100-pcie-switch-8gpu-clocks.sm-alias-header-590.48.01-elided.csv": {
@@ -330,12 +330,12 @@ DEV: dict[str, dict[str, Any]] = {
     },
     "lsmod/lsmod-grep-nvidia-rhel8-no-uvm-no-peermem-data-science-stack-90.txt": {
         "kernel_modules": ["nvidia_drm", "nvidia_modeset", "nvidia", "drm_kms_helper", "drm"],
-        "extra.lsmod_grep": ["nvidia"],  # nvidia_uvm / nvidia_peermem would match: proven not loaded
+        "lsmod_grep.patterns": ["nvidia"],  # nvidia_uvm / nvidia_peermem would match: proven not loaded
         "!partial": ["lsmod"],
     },
     "lsmod/lsmod-grep-nvidia_peermem-and-nv_peer_mem-both-empty-not-loaded.txt": {
         "kernel_modules": [],
-        "extra.lsmod_grep": ["nvidia_peermem", "nv_peer_mem"],
+        "lsmod_grep.patterns": ["nvidia_peermem", "nv_peer_mem"],
         "!partial": ["lsmod"],
         "!errors": [],
     },
@@ -345,7 +345,7 @@ DEV: dict[str, dict[str, Any]] = {
         "image.digest": None,
         "image.labels": {},
         "image.created": "2025-06-10T00:00:00Z",
-        "extra.image_present": True,
+        "image.present": True,
         "!partial": [],
     },
     "vllm-version/local-version-suffix-0.23.0+cu129.txt": {

@@ -542,10 +542,7 @@ def test_docker_inspect_fragments(tmp_path):
         go_list["image"]["digest"]
         == "sha256:970bd38ce55af4648dd39fbe8918fb28f785d2006d036ae51345e7e9f47539e2"
     )
-    assert (
-        "RepoDigests" in go_list["partial"]["docker-image-inspect"]
-        and go_list["extra"]["image_present"] is True
-    )
+    assert "RepoDigests" in go_list["partial"]["docker-image-inspect"] and go_list["image"]["present"] is True
     bare = collect(
         tmp_path,
         {
@@ -573,11 +570,11 @@ def test_docker_inspect_fragments(tmp_path):
         tmp_path, {"docker-image-inspect.json": "$ docker inspect x | jq '.[0].RepoDigests'\n[]\n"}, "d"
     )
     assert (
-        empty_field["extra"]["image_present"] is True
+        empty_field["image"]["present"] is True
         and "not a missing image" in empty_field["partial"]["docker-image-inspect"]
     )
     absent = collect(tmp_path, {"docker-image-inspect.json": "[]\n"}, "e")
-    assert absent["extra"]["image_present"] is False and absent["errors"] == [] and absent["partial"] == {}
+    assert absent["image"]["present"] is False and absent["errors"] == [] and absent["partial"] == {}
 
 
 def test_lsmod_without_header_or_command_is_partial(tmp_path):
@@ -599,7 +596,7 @@ def test_transcript_with_the_new_commands(tmp_path):
     assert result.exit_code == 0, result.output
     snap = json.loads(result.stdout)
     assert [p["device"] for p in snap["ib_ports"]] == ["mlx5_bond_0", "mlx5_bond_1", "mlx5_0", "mlx5_1"]
-    assert snap["kernel_modules"] == [] and snap["extra"]["lsmod_grep"] == ["nvidia_peermem"]
+    assert snap["kernel_modules"] == [] and snap["lsmod_grep"]["patterns"] == ["nvidia_peermem"]
     assert "grep nvidia_peermem" in snap["partial"]["lsmod"]
 
 

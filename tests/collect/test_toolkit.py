@@ -49,8 +49,8 @@ def test_transcript_prompt_selects_the_canonical_file(tmp_path):
         .decode()
         .startswith("$ /usr/local/cuda/bin/nvcc --version\nnvcc: NVIDIA (R) Cuda compiler driver")
     )
-    assert result.snapshot.extra["nvcc_version"] == "13.0.88"
-    assert result.snapshot.extra["cuda_toolkit_version"] == "13.0"
+    assert result.snapshot.toolkit.nvcc_version == "13.0.88"
+    assert result.snapshot.toolkit.cuda_version == "13.0"
     assert result.snapshot.driver.status == "gpu_lost"
 
 
@@ -71,7 +71,7 @@ def test_live_probe_runs_nvcc_and_stores_its_output(tmp_path, recordings):
     entry = {s["name"]: s for s in manifest["sources"]}["nvcc-version"]
     assert entry["status"] == "ok" and entry["command"] == f"{nvcc} --version"
     snap = json.loads((out / "snapshot.json").read_text())
-    assert snap["extra"]["cuda_toolkit_version"] == "11.5"
+    assert snap["toolkit"]["cuda_version"] == "11.5"
     assert Path(out / "nvcc-version.txt").read_text().count("release 11.5") == 1
     assert "toolkit CUDA 11.5 (nvcc; not the driver)" in res.stdout + res.stderr
 

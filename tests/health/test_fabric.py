@@ -15,15 +15,16 @@ from vllm_medic.collect.health.fabric import (
     parse_service,
     system_kind,
 )
+from vllm_medic.records import to_plain
 
 runner = CliRunner()
 
 
 def test_parse_real_fabric_section():
     q = parse_nvidia_smi_q(data("fabric/nvidia-smi-q-h200-completed-success-thamada.txt"))
-    assert q["driver_version"] == "550.90.12"
-    (gpu,) = q["gpus"]
-    assert gpu == {
+    assert q.driver_version == "550.90.12"
+    (gpu,) = q.gpus
+    assert to_plain(gpu) == {
         "bus_id": "00000000:03:00.0",
         "product": "NVIDIA H200",
         "fabric_state": "Completed",
@@ -31,23 +32,27 @@ def test_parse_real_fabric_section():
         "clique_id": "0",
         "cluster_uuid": "00000000-0000-0000-0000-000000000000",
     }
-    assert not is_multi_node_nvlink(q["gpus"])
-    assert system_kind(q["gpus"]) == "other"  # one H200 in a VM: no NVSwitch baseboard to judge
+    assert not is_multi_node_nvlink(q.gpus)
+    assert system_kind(q.gpus) == "other"  # one H200 in a VM: no NVSwitch baseboard to judge
 
 
 def test_service_states():
     mm = parse_service(data("fabric/systemctl-status-fm-version-mismatch-akash-632.txt"))
-    assert mm["state"] == "failed" and mm["fm_version_mismatch"]["fabric_manager"] == "550.127.05"
-    ntd = parse_service(data("fabric/journal-fm-nothing-to-do-gpu-operator-610.txt"))
-    assert ntd["nothing_to_do"] and ntd["state"] == "failed"
-    assert parse_service(data("fabric/systemctl-no-systemd-container-SYNTHETIC.txt"))["state"] == "no_systemd"
-    assert parse_service("active\n")["state"] == "active"
     assert (
-        parse_service("   Active: active (running) since Mon 2026-11-30 01:00:00 UTC; 1h ago\n")["state"]
+        mm.state == "failed"
+        and mm.fm_version_mismatch
+        and mm.fm_version_mismatch.fabric_manager == "550.127.05"
+    )
+    ntd = parse_service(data("fabric/journal-fm-nothing-to-do-gpu-operator-610.txt"))
+    assert ntd.nothing_to_do and ntd.state == "failed"
+    assert parse_service(data("fabric/systemctl-no-systemd-container-SYNTHETIC.txt")).state == "no_systemd"
+    assert parse_service("active\n").state == "active"
+    assert (
+        parse_service("   Active: active (running) since Mon 2026-11-30 01:00:00 UTC; 1h ago\n").state
         == "active"
     )
-    assert parse_service("Unit nvidia-imex.service could not be found.\n")["state"] == "not_found"
-    assert parse_service("")["state"] == "unknown"
+    assert parse_service("Unit nvidia-imex.service could not be found.\n").state == "not_found"
+    assert parse_service("").state == "unknown"
 
 
 def _bundle(tmp_path: Path, files: dict[str, str], snapshot: dict | None = None) -> Path:
@@ -122,10 +127,9 @@ def test_collect_xml_alone_drives_fabric_and_imex_checks(tmp_path):
     d.mkdir()
     (d / "nvidia-smi-q.xml").write_text(data("fabric/nvidia-smi-q-x-gb200-fabric-SYNTHETIC.xml"))
     result = load_captured(d)
-    fab = result.snapshot.extra["health"]["fabric"]["nvidia_smi_q"]["gpus"][0]
-    assert (
-        fab["cluster_uuid"] == "9c6f5af3-53bf-49b5-a436-b66766c413c3" and fab["fabric_state"] == "In Progress"
-    )
+    smi_q = result.snapshot.health.fabric.nvidia_smi_q
+    fab = smi_q.gpus[0]
+    assert fab.cluster_uuid == "9c6f5af3-53bf-49b5-a436-b66766c413c3" and fab.fabric_state == "In Progress"
     findings = run_checks(result.snapshot, load_recipe("generic"), raw=result.raw)
     (f,) = [x for x in findings if x.id == "HLT-FAB"]
     assert f.severity.value == "fail" and "802" in f.title

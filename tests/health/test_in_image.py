@@ -11,6 +11,7 @@ from vllm_medic.collect.health.in_image import (
     parse_nvidia_smi,
     parse_pip_freeze,
 )
+from vllm_medic.records import to_plain
 
 IMAGE = "vllm/vllm-openai:kimi-k3"
 
@@ -23,12 +24,12 @@ def _host(fake_host, smi: str = "nvidia-smi/b200-8gpu-575.57.08-cuda12.9-modal-g
 
 def test_parsers_on_real_outputs():
     b200 = parse_nvidia_smi(data("nvidia-smi/b200-8gpu-575.57.08-cuda12.9-modal-glossary.txt"))
-    assert b200 == {"driver_version": "575.57.08", "cuda_version": "12.9", "gpu_count": 8}
-    assert parse_nvidia_smi(data("nvidia-smi/a100-4gpu-555.42.02-cuda12.5-thamada.txt"))["gpu_count"] == 4
+    assert to_plain(b200) == {"driver_version": "575.57.08", "cuda_version": "12.9", "gpu_count": 8}
+    assert parse_nvidia_smi(data("nvidia-smi/a100-4gpu-555.42.02-cuda12.5-thamada.txt")).gpu_count == 4
     err = classify_docker_error(
         data("docker/nvidia-container-cli-requirement-cuda-11.5-nvidia-docker-1772.txt")
     )
-    assert err["kind"] == "cuda_requirement" and err["required_cuda"] == "11.5"
+    assert err is not None and err.kind == "cuda_requirement" and err.required_cuda == "11.5"
     pkgs = parse_pip_freeze(data("docker/pip-freeze-cu128-vllm-0.11.1-from-collect-env.txt"))
     assert pkgs["torch"] == "2.8.0+cu128" and pkgs["nvidia-nccl-cu12"] == "2.27.3"
     assert set(cuda_userspace(pkgs)) == {"12"}

@@ -1,4 +1,4 @@
-"""Health wired into the other stages: `collect` (live --image and --from) fills Snapshot.extra["health"],
+"""Health wired into the other stages: `collect` (live --image and --from) fills Snapshot.health,
 `check` reports the HLT-* rules from the registry, and collect's in-image probe is the one health runs."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def test_collect_from_and_check_report_health(fake_host, tmp_path):
     proc = fake_host.run_cli("collect", "--from", str(_captured(tmp_path)), "-o", str(bundle))
     assert proc.returncode == 0, proc.stderr
     snap = json.loads((bundle / "snapshot.json").read_text())
-    health = snap["extra"]["health"]
+    health = snap["health"]
     assert health["xid"]["events"][0]["xid"] == 79
     assert health["limits"]["shm"]["size_bytes"] == 64 * 1024**2
     assert health["limits"]["ulimit"]["memlock_bytes"] == 8 * 1024**2
@@ -90,7 +90,7 @@ def test_live_collect_with_image_runs_the_probes_through_docker(fake_host, tmp_p
     proc = fake_host.run_cli("collect", "--image", IMAGE, "-o", str(bundle), "--timeout", "20")
     assert proc.returncode in (0, 1), proc.stderr
     snap = json.loads((bundle / "snapshot.json").read_text())
-    img = snap["extra"]["health"]["in_image"]
+    img = snap["health"]["in_image"]
     assert img["image"] == IMAGE and img["versions"]["torch_cuda"] == "13.0"
     assert img["nvidia_smi"]["gpu_count"] == 8
     argv = [
@@ -99,4 +99,4 @@ def test_live_collect_with_image_runs_the_probes_through_docker(fake_host, tmp_p
         if ln.startswith("docker run")
     ]
     assert f"docker run --rm --gpus all --entrypoint nvidia-smi {IMAGE}" in argv
-    assert snap["extra"]["health"]["xid"]["readable"] is True
+    assert snap["health"]["xid"]["readable"] is True

@@ -10,28 +10,30 @@ from typer.testing import CliRunner
 
 from vllm_medic.cli import app
 from vllm_medic.collect.health.limits import parse_cgroup_memory, parse_df_shm, parse_ulimit, probe_live
+from vllm_medic.records import to_plain
+from vllm_medic.snapshot_health import Rlimit
 
 runner = CliRunner()
 
 
 def test_parsers():
     assert (
-        parse_df_shm(data("limits/df-k-dev-shm-docker-default-64m-SYNTHETIC.txt"))["size_bytes"]
-        == 64 * 1024**2
+        parse_df_shm(data("limits/df-k-dev-shm-docker-default-64m-SYNTHETIC.txt")).size_bytes == 64 * 1024**2
     )
     ul = parse_ulimit(data("limits/ulimit-a-bash-memlock-8192-SYNTHETIC.txt"))
-    assert ul == {"memlock_bytes": 8192 * 1024, "nofile": 1024}
-    assert parse_ulimit("memlock=unlimited\nnofile=1048576\n") == {"memlock_bytes": None, "nofile": 1048576}
+    assert ul.to_dict() == {"memlock_bytes": 8192 * 1024, "nofile": 1024}
+    unlimited = parse_ulimit("memlock=unlimited\nnofile=1048576\n")
+    assert unlimited.to_dict() == {"memlock_bytes": None, "nofile": 1048576}
+    assert unlimited.memlock_bytes == Rlimit(None) and unlimited.nofile_hard is None  # unlimited, not shown
     assert (
-        parse_cgroup_memory(data("limits/cgroup-v2-memory-max-32g-SYNTHETIC.txt"))["limit_bytes"]
-        == 32 * 1024**3
+        parse_cgroup_memory(data("limits/cgroup-v2-memory-max-32g-SYNTHETIC.txt")).limit_bytes == 32 * 1024**3
     )
     assert (
-        parse_cgroup_memory(data("limits/cgroup-v1-limit-in-bytes-unlimited-SYNTHETIC.txt"))["limit_bytes"]
+        parse_cgroup_memory(data("limits/cgroup-v1-limit-in-bytes-unlimited-SYNTHETIC.txt")).limit_bytes
         is None
     )
-    assert parse_cgroup_memory("max\n") == {"limit_bytes": None, "known": True}
-    assert parse_df_shm("garbage")["size_bytes"] is None and parse_ulimit("\x00\x01") == {}
+    assert to_plain(parse_cgroup_memory("max\n")) == {"limit_bytes": None, "known": True}
+    assert parse_df_shm("garbage").size_bytes is None and parse_ulimit("\x00\x01").to_dict() == {}
 
 
 def _bundle(tmp_path: Path, snapshot: dict | None = None) -> Path:
@@ -85,11 +87,13 @@ def test_single_gpu_without_rdma_is_milder(tmp_path):
 
 def test_live_limits_are_read_from_this_process():
     facts, raw = probe_live()
-    assert facts["shm"]["size_bytes"] is None or facts["shm"]["size_bytes"] > 0
-    assert "memlock_bytes" in facts["ulimit"] and "nofile" in facts["ulimit"]
-    assert parse_ulimit(raw["ulimit.txt"])["nofile"] == facts["ulimit"]["nofile"]
+    assert facts.shm is not None and facts.ulimit is not None
+    assert facts.shm.size_bytes is None or facts.shm.size_bytes > 0
+    assert facts.ulimit.memlock_bytes is not None and facts.ulimit.nofile is not None
+    assert parse_ulimit(raw["ulimit.txt"]).nofile == facts.ulimit.nofile
     if "shm.txt" in raw:
-        assert parse_df_shm(raw["shm.txt"])["size_bytes"] == facts["shm"]["size_bytes"] // 1024 * 1024
+        assert facts.shm.size_bytes is not None
+        assert parse_df_shm(raw["shm.txt"]).size_bytes == facts.shm.size_bytes // 1024 * 1024
 
 
 def test_junit_output(tmp_path):

@@ -15,6 +15,7 @@ from vllm_medic.checks.hardware import Board, board_for
 from vllm_medic.collect.files import CANONICAL_FILES
 from vllm_medic.collect.source_entry import SourceEntry
 from vllm_medic.snapshot import Snapshot, Vllm
+from vllm_medic.snapshot_health import HealthFacts
 
 # Substrings of nvidia-smi / amd-smi GPU names -> recipe hardware keys (longest names first).
 _HW_PATTERNS: list[tuple[str, str]] = [
@@ -60,14 +61,13 @@ class Facts:
     sources: dict[str, SourceEntry] = field(default_factory=dict)  # manifest["sources"], when collected
 
     @cached_property
-    def health(self) -> dict[str, Any]:
+    def health(self) -> HealthFacts:
         """The health facts (kernel log, fabric, limits, in-image): the snapshot's, else read from the
         raw files (a bundle written before collect stored them); worked out once per check."""
-        from vllm_medic.checks.health_judges import health_facts
         from vllm_medic.collect.health.integrate import health_from_raw
 
-        found = health_facts(self.snapshot)
-        if not found and self.raw:
+        found = self.snapshot.health
+        if found.empty() and self.raw:
             found = health_from_raw(self.raw, self.snapshot.image.tag)
         return found
 
@@ -195,17 +195,16 @@ class Facts:
         True: vLLM is installed there; False: it is not (then it is not the server's environment);
         None: unknown (no package list, or an old bundle without the interpreter recorded).
         """
-        pe = self.snapshot.extra.get("python_env")
-        if isinstance(pe, dict):
-            interp = pe.get("interpreter")
+        pe = self.snapshot.python.origin
+        if pe is not None:
+            interp = pe.interpreter
             where = f"pip-freeze.txt: packages of {interp}" if interp else "pip-freeze.txt"
-            where += f" ({pe.get('origin')})" if pe.get("origin") else ""
-            if pe.get("vllm_installed"):
-                hit = self.find("pip-freeze", str(pe.get("vllm_distribution") or "vllm=="), ignore_case=True)
+            where += f" ({pe.origin})" if pe.origin else ""
+            if pe.vllm_installed:
+                hit = self.find("pip-freeze", str(pe.vllm_distribution or "vllm=="), ignore_case=True)
                 return (
                     True,
-                    where
-                    + f"; vLLM installed: {hit[0] + ' ' + hit[1] if hit else pe.get('vllm_distribution')}",
+                    where + f"; vLLM installed: {hit[0] + ' ' + hit[1] if hit else pe.vllm_distribution}",
                 )
             return False, where + "; vLLM is not installed in it"
         if "vllm-collect-env.txt" in self.raw or "collect-env.txt" in self.raw:
@@ -218,22 +217,20 @@ class Facts:
         """The vLLM the server runs, and where that came from (file:line, and a caveat when the evidence
         may describe another installation than the launch uses)."""
         launch_image = self.snapshot.launch.image or self.snapshot.image.tag
-        in_image = ((self.snapshot.extra.get("health") or {}).get("in_image") or {}).get("versions") or {}
-        if isinstance(in_image, dict) and in_image.get("vllm"):
+        in_image = self.snapshot.health.in_image
+        if in_image is not None and in_image.versions is not None and in_image.versions.vllm:
             from vllm_medic.collect.parsers.python_env import vllm_from_string
 
-            found = vllm_from_string(str(in_image["vllm"]))
+            found = vllm_from_string(in_image.versions.vllm)
             if found is not None:
-                img = (self.snapshot.extra.get("health") or {}).get("in_image", {}).get(
-                    "image"
-                ) or launch_image
+                img = in_image.image or launch_image
                 return found, [f"in-image-versions.txt: vLLM {found.raw} inside image {img or '?'}"]
         v = self.snapshot.vllm
         ev: list[str] = []
         if not (v.version or v.raw):
             return v, ev
         shown = v.raw or v.version or ""
-        source = str(self.snapshot.extra.get("vllm_version_source") or "")
+        source = self.snapshot.vllm.source or ""
         if source.startswith("pip-freeze"):
             hit = self.find("pip-freeze", "vllm", ignore_case=True)
             ev.append(f"{hit[0]} {hit[1]}" if hit else f"pip-freeze.txt: vLLM {shown}")

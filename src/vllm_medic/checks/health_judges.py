@@ -1,4 +1,4 @@
-"""Health rules: small pure functions from the health facts (``Snapshot.extra["health"]``) to findings.
+"""Health rules: small pure functions from the health facts (``Snapshot.health``) to findings.
 
 Each rule has a stable id (HLT-…), reads only the facts, and when a source could not be read says
 what could not be checked and how to check it by hand, instead of passing silently.
@@ -7,13 +7,28 @@ what could not be checked and how to check it by hand, instead of passing silent
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from vllm_medic.collect.health import fabric as fabric_mod
 from vllm_medic.collect.health.xid import DOCS_URL as XID_DOCS
-from vllm_medic.collect.health.xid import XidEvent, XidGroup, group_events, group_severity
+from vllm_medic.collect.health.xid import XidGroup, group_events, group_severity
 from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.snapshot import Snapshot
+from vllm_medic.snapshot_health import (
+    CgroupMemory,
+    DockerError,
+    FabricFacts,
+    FabricGpu,
+    FmMismatch,
+    HealthFacts,
+    InImageFacts,
+    InImageSmi,
+    InImageVersions,
+    LimitsFacts,
+    ServiceState,
+    SmiSummary,
+    UlimitFacts,
+    XidFacts,
+)
 
 GIB = 1024**3
 MIB = 1024**2
@@ -36,12 +51,7 @@ DOCS_DOCKER_SHM = "https://docs.docker.com/reference/cli/docker/container/run/#i
 DOCS_NCCL_TROUBLE = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 DOCS_CUDA_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/"
 
-Rule = Callable[[Snapshot, dict[str, Any]], list[Finding]]
-
-
-def health_facts(snap: Snapshot) -> dict[str, Any]:
-    h = snap.extra.get("health") if isinstance(snap.extra, dict) else None
-    return h if isinstance(h, dict) else {}
+Rule = Callable[[Snapshot, HealthFacts], list[Finding]]
 
 
 def _gib(n: int | float | None) -> str:
@@ -65,24 +75,22 @@ def _world_size(snap: Snapshot) -> int | None:
     return size
 
 
-def _env(snap: Snapshot, health: dict[str, Any]) -> dict[str, str]:
+def _env(snap: Snapshot, health: HealthFacts) -> dict[str, str]:
     env = dict(snap.env or {})
     env.update(snap.launch.env or {})
-    env.update(health.get("env") or {})
+    env.update(health.env or {})
     return env
 
 
 # ---------------------------------------------------------------- GPU faults (Xid)
 
 
-def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
-    xid = health.get("xid")
-    if not isinstance(xid, dict):
+def rule_xid(snap: Snapshot, health: HealthFacts) -> list[Finding]:
+    xid = health.xid
+    if xid is None:
         return []
-    if not xid.get("readable"):
-        tried = [
-            f"{a.get('source')}: {a.get('kind')} - {a.get('message', '')}" for a in xid.get("attempts", [])
-        ]
+    if not xid.readable:
+        tried = [f"{a.source}: {a.kind} - {a.message}" for a in xid.attempts]
         return [
             Finding(
                 "HLT-XID000",
@@ -90,11 +98,11 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 Category.DRIVER_CUDA,
                 "Kernel log not readable: GPU faults (Xid) not checked",
                 tried or ["no kernel log source was given"],
-                [xid.get("how_to_check") or "Read the host's kernel log as root and grep for `NVRM: Xid`."],
+                [xid.how_to_check or "Read the host's kernel log as root and grep for `NVRM: Xid`."],
                 [XID_DOCS],
             )
         ]
-    events = [XidEvent(**e) for e in xid.get("events", [])]
+    events = xid.events
     cut = _partial_log(snap)
     if not events and cut:
         return [
@@ -103,8 +111,8 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 Severity.NOT_CHECKED,
                 Category.DRIVER_CUDA,
                 "No Xid in a partial kernel log: GPU faults not checked",
-                [f"{xid.get('source')}: {xid.get('lines', '?')} lines scanned", cut],
-                [xid.get("how_to_check") or "Capture the whole kernel log: `sudo dmesg -T > dmesg.txt`."],
+                [f"{xid.source}: {_lines(xid)} lines scanned", cut],
+                [xid.how_to_check or "Capture the whole kernel log: `sudo dmesg -T > dmesg.txt`."],
                 [XID_DOCS],
             )
         ]
@@ -115,22 +123,23 @@ def rule_xid(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 Severity.PASS,
                 Category.DRIVER_CUDA,
                 "No NVIDIA Xid events in the kernel log",
-                [
-                    f"{xid.get('source')}: {xid.get('lines', '?')} lines scanned, no `NVRM: Xid` / fallen-off-the-bus line"
-                ],
+                [f"{xid.source}: {_lines(xid)} lines scanned, no `NVRM: Xid` / fallen-off-the-bus line"],
             )
         ]
-    total = xid.get("events_total")
-    return [_xid_group_finding(g, xid, total, len(events)) for g in group_events(events)]
+    return [_xid_group_finding(g, xid, xid.events_total, len(events)) for g in group_events(events)]
 
 
-def _xid_group_finding(g: XidGroup, xid: dict[str, Any], total: Any, n_events: int) -> Finding:
+def _lines(xid: XidFacts) -> str:
+    return "?" if xid.lines is None else str(xid.lines)
+
+
+def _xid_group_finding(g: XidGroup, xid: XidFacts, total: int | None, n_events: int) -> Finding:
     """One finding per Xid id and GPU: the first line, how many, which processes, NVIDIA's resolution."""
     info = g.info
     sev = Severity(group_severity(g))
     name = f"{info.description} ({info.mnemonic})" if info else "not in this tool's Xid catalogue"
     cat = Category.NCCL_NETWORK if info and info.category == "nvlink" else Category.DRIVER_CUDA
-    where = f"{xid.get('source')} line {g.first.line_no}"
+    where = f"{xid.source} line {g.first.line_no}"
     ev = [f"{where}: {g.first.line}"]
     if g.count > 1:
         ev.append(f"{g.count} events on GPU {g.pci}; last at line {g.last.line_no}: {g.last.line}")
@@ -174,15 +183,15 @@ def _partial_log(snap: Snapshot) -> str | None:
 # ---------------------------------------------------------------- fabric
 
 
-def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
-    fab = health.get("fabric")
-    if not isinstance(fab, dict):
+def rule_fabric(snap: Snapshot, health: HealthFacts) -> list[Finding]:
+    fab = health.fabric
+    if fab is None:
         if not any(g.fabric_state for g in snap.gpus):
             return []
-        fab = {}
+        fab = FabricFacts()
     gpus = _fabric_gpus(snap, fab)
     kind = fabric_mod.system_kind(gpus)
-    fm = fab.get("fabric_manager") or {}
+    fm = fab.fabric_manager or ServiceState()
     out: list[Finding] = []
     if not gpus:
         out.append(
@@ -191,7 +200,7 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
                 Severity.NOT_CHECKED,
                 Category.DRIVER_CUDA,
                 "Fabric state not checked: no `nvidia-smi -q` output",
-                [fab.get("nvidia_smi_q_error") or "nvidia-smi -q was not captured"],
+                [fab.nvidia_smi_q_error or "nvidia-smi -q was not captured"],
                 [
                     "Run `nvidia-smi -q | grep -A 4 Fabric` on the host: every GPU of an NVSwitch/NVL system must show "
                     "State Completed / Status Success."
@@ -201,8 +210,8 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
         )
         return out
     bad = _unregistered(gpus)
-    fm_state = fm.get("state", "unknown")
-    mismatch = fm.get("fm_version_mismatch")
+    fm_state = fm.state
+    mismatch = fm.fm_version_mismatch
     out.extend(_fab_unregistered(bad, fm, fm_state, mismatch))
     out.extend(_fab_manager_version(mismatch, fm_state))
     if kind == "nvswitch":
@@ -214,50 +223,46 @@ def rule_fabric(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def _fabric_gpus(snap: Snapshot, fab: dict[str, Any]) -> list[dict[str, Any]]:
+def _fabric_gpus(snap: Snapshot, fab: FabricFacts) -> list[FabricGpu]:
     """Each GPU's fabric fields: from the health probe's `nvidia-smi -q`, else what collect read."""
-    gpus = (fab.get("nvidia_smi_q") or {}).get("gpus") or []
+    gpus = fab.nvidia_smi_q.gpus if fab.nvidia_smi_q else []
     if not gpus and any(g.fabric_state for g in snap.gpus):
         # collect already read the fabric state (nvidia-smi -q -x / NVML) into the snapshot
         gpus = [
-            {
-                "bus_id": g.bus_id or str(g.index),
-                "product": g.name,
-                "fabric_state": g.fabric_state,
-                "fabric_status": g.fabric_status,
-                "clique_id": None,
-                "cluster_uuid": None,
-            }
+            FabricGpu(
+                bus_id=g.bus_id or str(g.index),
+                product=g.name,
+                fabric_state=g.fabric_state,
+                fabric_status=g.fabric_status,
+            )
             for g in snap.gpus
         ]
     return gpus
 
 
-def _unregistered(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _unregistered(gpus: list[FabricGpu]) -> list[FabricGpu]:
     """GPUs on a fabric whose registration is not Completed/Success."""
     return [
         g
         for g in gpus
-        if g.get("fabric_state") not in (None, "N/A", "Not Supported")
-        and not (g.get("fabric_state") == "Completed" and g.get("fabric_status") in ("Success", None))
+        if g.fabric_state not in (None, "N/A", "Not Supported")
+        and not (g.fabric_state == "Completed" and g.fabric_status in ("Success", None))
     ]
 
 
 def _fab_unregistered(
-    bad: list[dict[str, Any]], fm: dict[str, Any], fm_state: str, mismatch: dict[str, Any] | None
+    bad: list[FabricGpu], fm: ServiceState, fm_state: str, mismatch: FmMismatch | None
 ) -> list[Finding]:
     """HLT-FAB001: GPUs whose fabric registration did not complete."""
     out: list[Finding] = []
     if bad:
         ev = [
-            f"GPU {g['bus_id']} ({g.get('product') or '?'}): Fabric State {g.get('fabric_state')}, Status {g.get('fabric_status')}"
+            f"GPU {g.bus_id} ({g.product or '?'}): Fabric State {g.fabric_state}, Status {g.fabric_status}"
             for g in bad[:8]
         ]
-        ev.append(
-            f"nvidia-fabricmanager: {fm_state}" + (f" ({fm.get('detail')})" if fm.get("detail") else "")
-        )
-        if mismatch and mismatch["line"] not in (fm.get("detail") or ""):
-            ev.append(mismatch["line"])
+        ev.append(f"nvidia-fabricmanager: {fm_state}" + (f" ({fm.detail})" if fm.detail else ""))
+        if mismatch and mismatch.line not in (fm.detail or ""):
+            ev.append(mismatch.line)
         out.append(
             Finding(
                 "HLT-FAB001",
@@ -277,7 +282,7 @@ def _fab_unregistered(
     return out
 
 
-def _fab_manager_version(mismatch: dict[str, Any] | None, fm_state: str) -> list[Finding]:
+def _fab_manager_version(mismatch: FmMismatch | None, fm_state: str) -> list[Finding]:
     """HLT-FAB002: Fabric Manager's version equals the driver's."""
     out: list[Finding] = []
     if mismatch:
@@ -286,10 +291,10 @@ def _fab_manager_version(mismatch: dict[str, Any] | None, fm_state: str) -> list
                 "HLT-FAB002",
                 Severity.FAIL,
                 Category.DRIVER_CUDA,
-                f"Fabric Manager {mismatch['fabric_manager']} does not match driver {mismatch['driver']}",
-                [mismatch["line"], f"nvidia-fabricmanager: {fm_state}"],
+                f"Fabric Manager {mismatch.fabric_manager} does not match driver {mismatch.driver}",
+                [mismatch.line, f"nvidia-fabricmanager: {fm_state}"],
                 [
-                    f"Install nvidia-fabricmanager of exactly the driver's version ({mismatch['driver']}) and hold both "
+                    f"Install nvidia-fabricmanager of exactly the driver's version ({mismatch.driver}) and hold both "
                     "packages together (`apt-mark hold`), then `systemctl restart nvidia-fabricmanager`."
                 ],
                 [DOCS_FM],
@@ -299,7 +304,7 @@ def _fab_manager_version(mismatch: dict[str, Any] | None, fm_state: str) -> list
 
 
 def _fab_manager_service(
-    gpus: list[dict[str, Any]], fm: dict[str, Any], fm_state: str, bad: list[dict[str, Any]]
+    gpus: list[FabricGpu], fm: ServiceState, fm_state: str, bad: list[FabricGpu]
 ) -> list[Finding]:
     """HLT-FAB003: on an NVSwitch system, Fabric Manager runs (so the fabric survives a reset)."""
     out: list[Finding] = []
@@ -311,7 +316,7 @@ def _fab_manager_service(
                 Category.DRIVER_CUDA,
                 "Fabric Manager service state not checked",
                 [
-                    fm.get("detail")
+                    fm.detail
                     or "no `systemctl` answer (not captured, or no systemd here - e.g. inside a container)"
                 ],
                 ["On the host: `systemctl is-active nvidia-fabricmanager` must print `active`."],
@@ -326,8 +331,8 @@ def _fab_manager_service(
                 Category.DRIVER_CUDA,
                 f"Fabric Manager is {fm_state} on an NVSwitch system",
                 [
-                    f"nvidia-fabricmanager: {fm_state} ({fm.get('detail')})",
-                    f"{len(gpus)} GPU(s): {gpus[0].get('product')}; fabric state {gpus[0].get('fabric_state')}",
+                    f"nvidia-fabricmanager: {fm_state} ({fm.detail})",
+                    f"{len(gpus)} GPU(s): {gpus[0].product}; fabric state {gpus[0].fabric_state}",
                 ],
                 [
                     "The fabric stays registered until the next reboot or GPU reset; enable the service "
@@ -339,10 +344,10 @@ def _fab_manager_service(
     return out
 
 
-def _fab_all_registered(gpus: list[dict[str, Any]], kind: str, fm_state: str) -> list[Finding]:
+def _fab_all_registered(gpus: list[FabricGpu], kind: str, fm_state: str) -> list[Finding]:
     """HLT-FAB000 when nothing else spoke: every GPU registered, or no fabric to register with."""
     out: list[Finding] = []
-    states = sorted({f"{g.get('fabric_state')}/{g.get('fabric_status')}" for g in gpus})
+    states = sorted({f"{g.fabric_state}/{g.fabric_status}" for g in gpus})
     out.append(
         Finding(
             "HLT-FAB000",
@@ -352,7 +357,7 @@ def _fab_all_registered(gpus: list[dict[str, Any]], kind: str, fm_state: str) ->
             if kind in ("nvswitch", "nvl")
             else "No NVSwitch fabric on these GPUs: nothing to register",
             [
-                f"{len(gpus)} GPU(s) ({gpus[0].get('product')}), system kind {kind}; fabric {', '.join(states)}; "
+                f"{len(gpus)} GPU(s) ({gpus[0].product}), system kind {kind}; fabric {', '.join(states)}; "
                 f"fabric manager {fm_state}"
             ],
         )
@@ -360,14 +365,12 @@ def _fab_all_registered(gpus: list[dict[str, Any]], kind: str, fm_state: str) ->
     return out
 
 
-def _rule_imex(
-    snap: Snapshot, health: dict[str, Any], fab: dict[str, Any], gpus: list[dict[str, Any]]
-) -> list[Finding]:
+def _rule_imex(snap: Snapshot, health: HealthFacts, fab: FabricFacts, gpus: list[FabricGpu]) -> list[Finding]:
     out: list[Finding] = []
-    imex = fab.get("imex") or {}
-    state = imex.get("state", "unknown")
-    clusters = sorted({str(g["cluster_uuid"]) for g in gpus if g.get("cluster_uuid")})
-    cliques = sorted({str(g.get("clique_id")) for g in gpus if g.get("clique_id") is not None})
+    imex = fab.imex or ServiceState()
+    state = imex.state
+    clusters = sorted({str(g.cluster_uuid) for g in gpus if g.cluster_uuid})
+    cliques = sorted({str(g.clique_id) for g in gpus if g.clique_id is not None})
     base_ev = [f"ClusterUUID {', '.join(clusters)}; CliqueId {', '.join(cliques)}"]
     if state not in ("active",):
         sev = Severity.NOT_CHECKED if state in ("unknown", "no_systemd") else Severity.FAIL
@@ -381,8 +384,8 @@ def _rule_imex(
                 else "IMEX service state not checked",
                 base_ev
                 + [
-                    f"nvidia-imex: {state}" + (f" ({imex.get('detail')})" if imex.get("detail") else ""),
-                    f"/etc/nvidia-imex/nodes_config.cfg: {fab.get('imex_nodes_config', 'not checked')}",
+                    f"nvidia-imex: {state}" + (f" ({imex.detail})" if imex.detail else ""),
+                    f"/etc/nvidia-imex/nodes_config.cfg: {fab.imex_nodes_config or 'not checked'}",
                 ],
                 [
                     "List every node's IP in /etc/nvidia-imex/nodes_config.cfg (same file on all nodes), then "
@@ -391,7 +394,7 @@ def _rule_imex(
                 [DOCS_IMEX],
             )
         )
-    channels = fab.get("imex_channels")
+    channels = fab.imex_channels
     if channels is not None and not channels:
         out.append(
             Finding(
@@ -431,28 +434,28 @@ def _rule_imex(
 # ---------------------------------------------------------------- container limits
 
 
-def rule_limits(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
-    lim = health.get("limits")
-    if not isinstance(lim, dict):
+def rule_limits(snap: Snapshot, health: HealthFacts) -> list[Finding]:
+    lim = health.limits
+    if lim is None:
         return []
-    ul = lim.get("ulimit") or {}
-    return [*_shm_size(snap, lim), *_memlock(snap, health, ul), *_open_files(ul), *_cgroup_memory(snap, lim)]
+    ul = lim.ulimit or UlimitFacts()
+    return [*_shm_size(snap, lim), *_memlock(snap, ul), *_open_files(ul), *_cgroup_memory(snap, lim)]
 
 
-def _shm_size(snap: Snapshot, lim: dict[str, Any]) -> list[Finding]:
+def _shm_size(snap: Snapshot, lim: LimitsFacts) -> list[Finding]:
     """HLT-LIM001: /dev/shm big enough for NCCL's shared-memory transport between local ranks."""
     out: list[Finding] = []
     world = _world_size(snap)
     multi = world is None or world > 1
-    shm = (lim.get("shm") or {}).get("size_bytes")
-    if "shm" in lim and shm is None:
+    shm = lim.shm.size_bytes if lim.shm else None
+    if lim.shm is not None and shm is None:
         out.append(
             Finding(
                 "HLT-LIM001",
                 Severity.NOT_CHECKED,
                 Category.NCCL_NETWORK,
                 "/dev/shm size not checked: it could not be read",
-                [str(lim["shm"].get("error") or lim["shm"].get("unparsed") or "no value")],
+                [str(lim.shm.error or lim.shm.unparsed or "no value")],
                 ["Inside the container: `df -h /dev/shm`."],
                 [DOCS_DOCKER_SHM],
             )
@@ -490,12 +493,12 @@ def _shm_size(snap: Snapshot, lim: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def _memlock(snap: Snapshot, health: dict[str, Any], ul: dict[str, Any]) -> list[Finding]:
+def _memlock(snap: Snapshot, ul: UlimitFacts) -> list[Finding]:
     """HLT-LIM002: the locked-memory limit RDMA registration needs."""
     out: list[Finding] = []
-    rdma = bool(snap.rdma) or bool(health.get("rdma_present"))
-    if "memlock_bytes" in ul:
-        ml = ul["memlock_bytes"]
+    rdma = bool(snap.rdma)
+    if ul.memlock_bytes is not None:
+        ml = ul.memlock_bytes.value
         if ml is not None and ml < MEMLOCK_MIN_RDMA:
             out.append(
                 Finding(
@@ -529,12 +532,12 @@ def _memlock(snap: Snapshot, health: dict[str, Any], ul: dict[str, Any]) -> list
     return out
 
 
-def _open_files(ul: dict[str, Any]) -> list[Finding]:
+def _open_files(ul: UlimitFacts) -> list[Finding]:
     """HLT-LIM003: enough file descriptors for connections and NCCL/ZMQ sockets."""
     out: list[Finding] = []
-    if "nofile" in ul:
-        nf = ul["nofile"]
-        hard = ul.get("nofile_hard", nf)
+    if ul.nofile is not None:
+        nf = ul.nofile.value
+        hard = ul.nofile_hard.value if ul.nofile_hard is not None else nf
         best = hard if hard is None or (nf is not None and hard > nf) else nf
         if best is not None and best < NOFILE_MIN:
             out.append(
@@ -553,11 +556,11 @@ def _open_files(ul: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def _cgroup_memory(snap: Snapshot, lim: dict[str, Any]) -> list[Finding]:
+def _cgroup_memory(snap: Snapshot, lim: LimitsFacts) -> list[Finding]:
     """HLT-LIM004: the container memory limit against the CPU memory vLLM needs."""
     out: list[Finding] = []
-    cg = lim.get("cgroup_memory") or {}
-    if cg.get("known") and cg.get("limit_bytes") is None:
+    cg = lim.cgroup_memory or CgroupMemory()
+    if cg.known and cg.limit_bytes is None:
         out.append(
             Finding(
                 "HLT-LIM004",
@@ -567,9 +570,9 @@ def _cgroup_memory(snap: Snapshot, lim: dict[str, Any]) -> list[Finding]:
                 ["cgroup memory limit: max (unlimited)"],
             )
         )
-    if cg.get("limit_bytes") is not None:
+    if cg.limit_bytes is not None:
         need, parts = cpu_memory_need(snap)
-        limit = cg["limit_bytes"]
+        limit = cg.limit_bytes
         if limit < need:
             out.append(
                 Finding(
@@ -614,7 +617,7 @@ def cpu_memory_need(snap: Snapshot) -> tuple[int, list[str]]:
         offload_gib = float(args.get("cpu_offload_gb") or 0)
     except (TypeError, ValueError):
         offload_gib = 0.0
-    env = _env(snap, {})
+    env = _env(snap, HealthFacts())
     try:
         kv_gib = float(env.get("VLLM_CPU_KVCACHE_SPACE") or 0)
     except ValueError:
@@ -636,36 +639,42 @@ def cpu_memory_need(snap: Snapshot) -> tuple[int, list[str]]:
 # ---------------------------------------------------------------- inside the image
 
 
-def rule_in_image(snap: Snapshot, health: dict[str, Any]) -> list[Finding]:
-    img = health.get("in_image")
-    if not isinstance(img, dict):
+def rule_in_image(snap: Snapshot, health: HealthFacts) -> list[Finding]:
+    img = health.in_image
+    if img is None:
         return []
-    name = img.get("image") or snap.image.tag or "the image"
-    smi = img.get("nvidia_smi") or {}
-    versions = img.get("versions") or {}
-    host_driver = snap.driver.version or (health.get("host_gpu") or {}).get("driver_version")
-    host_count = len(snap.gpus) or (health.get("host_gpu") or {}).get("gpu_count")
+    name = img.image or snap.image.tag or "the image"
+    smi = img.nvidia_smi
+    versions = img.versions if img.versions is not None and img.versions.reported() else None
+    host = health.host_gpu or SmiSummary()
+    host_driver = snap.driver.version or host.driver_version
+    host_count = len(snap.gpus) or host.gpu_count
     return [
         *_img_nvidia_smi(img, name, smi, host_driver),
         *_img_driver_vs_cuda(snap, versions, smi, host_driver),
         *_img_gpu_count(smi, host_count),
         *_img_torch_sees_gpus(name, smi, versions),
         *_img_one_cuda_line(img),
-        *_img_versions(snap, health, img, name, versions, host_driver, host_count),
+        *_img_versions(snap, host, img, name, versions, host_driver, host_count),
     ]
 
 
+def _shown(value: str | None) -> str:
+    """A version the probe may not have reported, as the evidence has always printed it."""
+    return "?" if value is None else value
+
+
 def _img_nvidia_smi(
-    img: dict[str, Any], name: str, smi: dict[str, Any], host_driver: str | None
+    img: InImageFacts, name: str, smi: InImageSmi | None, host_driver: str | None
 ) -> list[Finding]:
     """HLT-IMG001: `nvidia-smi` inside the image failed; the fix depends on how."""
     out: list[Finding] = []
-    err = smi.get("error")
-    if smi and not smi.get("ok"):
-        kind = (err or {}).get("kind", "unknown")
+    if smi is not None and not smi.ok:
+        err = smi.error or DockerError("unknown", "")
+        kind = err.kind
         fixes = {
             "cuda_requirement": [
-                f"The image needs CUDA >= {(err or {}).get('required_cuda')}: upgrade the host driver "
+                f"The image needs CUDA >= {err.required_cuda}: upgrade the host driver "
                 "(CUDA 13 images need r580+), or use an image built for the installed driver's CUDA."
             ],
             "no_gpu_runtime": [
@@ -694,8 +703,8 @@ def _img_nvidia_smi(
                 Category.DRIVER_CUDA if kind != "image_missing" else Category.IMAGE_DEPENDENCY,
                 f"The container cannot see the GPUs: `nvidia-smi` failed inside {name}",
                 [
-                    f"{(img.get('probes') or {}).get('nvidia-smi', {}).get('status', 'docker run … nvidia-smi')}",
-                    f"{kind}: {(err or {}).get('line', '')}",
+                    _probe_status(img, "nvidia-smi", "docker run … nvidia-smi"),
+                    f"{kind}: {err.line}",
                 ]
                 + ([f"host driver {host_driver}"] if host_driver else []),
                 fixes,
@@ -705,22 +714,27 @@ def _img_nvidia_smi(
     return out
 
 
+def _probe_status(img: InImageFacts, probe: str, default: str) -> str:
+    run = (img.probes or {}).get(probe)
+    return run.status if run is not None else default
+
+
 def _img_driver_vs_cuda(
-    snap: Snapshot, versions: dict[str, Any], smi: dict[str, Any], host_driver: str | None
+    snap: Snapshot, versions: InImageVersions | None, smi: InImageSmi | None, host_driver: str | None
 ) -> list[Finding]:
     """HLT-IMG002: the driver the container sees against the CUDA torch in the image was built for."""
     out: list[Finding] = []
     from vllm_medic.recipes.cuda import family_floor, native_requirement
     from vllm_medic.recipes.versions import version_lt
 
-    image_cuda = versions.get("torch_cuda") or snap.image.cuda_version
-    driver_in_container = smi.get("driver_version") or host_driver
+    image_cuda = (versions.torch_cuda if versions else None) or snap.image.cuda_version
+    driver_in_container = (smi.driver_version if smi else None) or host_driver
     if image_cuda and driver_in_container:
         floor = family_floor(image_cuda)
         native = native_requirement(image_cuda)
         ev = [
             f"in-image CUDA {image_cuda} (torch.version.cuda)",
-            f"driver {driver_in_container} (max CUDA {smi.get('cuda_version') or '?'})",
+            f"driver {driver_in_container} (max CUDA {(smi.cuda_version if smi else None) or '?'})",
         ]
         if floor and version_lt(driver_in_container, floor.min_driver):
             out.append(
@@ -766,10 +780,10 @@ def _img_driver_vs_cuda(
     return out
 
 
-def _img_gpu_count(smi: dict[str, Any], host_count: int | None) -> list[Finding]:
+def _img_gpu_count(smi: InImageSmi | None, host_count: int | None) -> list[Finding]:
     """HLT-IMG003: the container sees every GPU the host has."""
     out: list[Finding] = []
-    seen = smi.get("gpu_count") if smi.get("ok") else None
+    seen = smi.gpu_count if smi is not None and smi.ok else None
     if host_count and seen is not None:
         if seen < host_count:
             out.append(
@@ -798,13 +812,16 @@ def _img_gpu_count(smi: dict[str, Any], host_count: int | None) -> list[Finding]
     return out
 
 
-def _img_torch_sees_gpus(name: str, smi: dict[str, Any], versions: dict[str, Any]) -> list[Finding]:
+def _img_torch_sees_gpus(
+    name: str, smi: InImageSmi | None, versions: InImageVersions | None
+) -> list[Finding]:
     """HLT-IMG006: torch in the image can use the GPUs nvidia-smi shows there."""
     out: list[Finding] = []
     if (
-        versions
-        and smi.get("ok")
-        and (versions.get("cuda_available") is False or versions.get("device_count") == 0)
+        versions is not None
+        and smi is not None
+        and smi.ok
+        and (versions.cuda_available is False or versions.device_count == 0)
     ):
         out.append(
             Finding(
@@ -813,9 +830,9 @@ def _img_torch_sees_gpus(name: str, smi: dict[str, Any], versions: dict[str, Any
                 Category.DRIVER_CUDA,
                 f"torch inside {name} cannot use the GPUs that nvidia-smi shows",
                 [
-                    f"torch.cuda.is_available() = {versions.get('cuda_available')}, device_count = {versions.get('device_count')}",
-                    f"torch {versions.get('torch', '?')} built for CUDA {versions.get('torch_cuda', '?')}; "
-                    f"driver {smi.get('driver_version')} (max CUDA {smi.get('cuda_version')}); nvidia-smi sees {smi.get('gpu_count')} GPU(s)",
+                    f"torch.cuda.is_available() = {versions.cuda_available}, device_count = {versions.device_count}",
+                    f"torch {_shown(versions.torch)} built for CUDA {versions.torch_cuda_shown()}; "
+                    f"driver {smi.driver_version} (max CUDA {smi.cuda_version}); nvidia-smi sees {smi.gpu_count} GPU(s)",
                 ],
                 [
                     "A torch CUDA newer than the driver supports, or CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES hiding the GPUs: "
@@ -828,10 +845,10 @@ def _img_torch_sees_gpus(name: str, smi: dict[str, Any], versions: dict[str, Any
     return out
 
 
-def _img_one_cuda_line(img: dict[str, Any]) -> list[Finding]:
+def _img_one_cuda_line(img: InImageFacts) -> list[Finding]:
     """HLT-IMG004: the image's CUDA user-space libraries come from one CUDA major."""
     out: list[Finding] = []
-    fams = img.get("cuda_userspace") or {}
+    fams = img.cuda_userspace or {}
     if len([f for f in fams if f in ("12", "13")]) > 1:
         out.append(
             Finding(
@@ -855,38 +872,38 @@ def _img_one_cuda_line(img: dict[str, Any]) -> list[Finding]:
 
 def _img_versions(
     snap: Snapshot,
-    health: dict[str, Any],
-    img: dict[str, Any],
+    host: SmiSummary,
+    img: InImageFacts,
     name: str,
-    versions: dict[str, Any],
+    versions: InImageVersions | None,
     host_driver: str | None,
     host_count: int | None,
 ) -> list[Finding]:
     """HLT-IMG005: the versions inside the image next to the host's, or why they could not be read."""
     out: list[Finding] = []
-    if versions:
-        host = health.get("host_gpu") or {}
+    if versions is not None:
+        v = versions
         rows = [
-            f"vLLM {versions.get('vllm', '?')}; torch {versions.get('torch', '?')} (CUDA {versions.get('torch_cuda', '?')}); "
-            f"NCCL {versions.get('nccl') or versions.get('nvidia-nccl-cu13') or versions.get('nvidia-nccl-cu12') or '?'}; "
-            f"FlashInfer {versions.get('flashinfer-python') or versions.get('flashinfer') or '-'}",
-            f"host: driver {host_driver or '?'}, max CUDA {snap.driver.cuda_version or host.get('cuda_version') or '?'}, "
+            f"vLLM {_shown(v.vllm)}; torch {_shown(v.torch)} (CUDA {v.torch_cuda_shown()}); "
+            f"NCCL {v.nccl or v.nccl_cu13 or v.nccl_cu12 or '?'}; "
+            f"FlashInfer {v.flashinfer_python or v.flashinfer or '-'}",
+            f"host: driver {host_driver or '?'}, max CUDA {snap.driver.cuda_version or host.cuda_version or '?'}, "
             f"{host_count or '?'} GPU(s); host vLLM {snap.vllm.version or '-'}",
         ]
-        if versions.get("torch_error"):
-            rows.append(f"torch import failed in the image: {versions['torch_error']}")
+        if v.torch_error:
+            rows.append(f"torch import failed in the image: {v.torch_error}")
         out.append(
             Finding("HLT-IMG005", Severity.INFO, Category.IMAGE_DEPENDENCY, f"Versions inside {name}", rows)
         )
-    elif img.get("versions_error"):
-        e = img["versions_error"]
+    elif img.versions_error is not None:
+        e = img.versions_error
         out.append(
             Finding(
                 "HLT-IMG005",
                 Severity.WARN,
                 Category.IMAGE_DEPENDENCY,
                 f"Could not read the versions inside {name}",
-                [f"{e.get('kind')}: {e.get('line')}"],
+                [f"{e.kind}: {e.line}"],
                 [
                     "Run `docker run --rm --entrypoint python3 IMAGE -c 'import vllm, torch; print(vllm.__version__, "
                     "torch.__version__, torch.version.cuda)'` by hand."
@@ -905,7 +922,7 @@ HEALTH_RULES: list[tuple[str, Rule]] = [
 
 
 def run_health_rules(snap: Snapshot) -> list[Finding]:
-    health = health_facts(snap)
+    health = snap.health
     out: list[Finding] = []
     for _prefix, rule in HEALTH_RULES:
         out.extend(rule(snap, health))

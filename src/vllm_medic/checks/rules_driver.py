@@ -253,7 +253,7 @@ def _no_devices(facts: Facts, r: Rule, ev: list[str]) -> Finding:
         ev = ev + [nvd_ev]
     if facts.snapshot.container.in_container:
         ev = ev + [f"running in a container ({facts.snapshot.container.runtime or 'runtime unknown'})"]
-    if facts.snapshot.extra.get("open_kernel_module") is False:
+    if facts.snapshot.driver.open_kernel_module is False:
         hit = facts.find("proc-driver-nvidia-version", "Kernel Module")
         ev = ev + [
             f"{hit[0] + ' ' if hit else ''}proprietary kernel modules: Blackwell and Grace Hopper GPUs are driven "
@@ -483,11 +483,10 @@ def _driver_for_image_cuda(facts: Facts, r: Rule, drv: str, cuda: str, ev: list[
 
 
 def _toolkit_version(facts: Facts) -> tuple[str | None, str]:
-    extra = facts.snapshot.extra
-    for key in ("nvcc_version", "cuda_toolkit_version", "cuda_runtime_version"):
-        v = extra.get(key)
-        if isinstance(v, str) and parse_version(v):
-            hit = facts.find("nvcc-version", "release") if key != "cuda_runtime_version" else None
+    tk = facts.snapshot.toolkit
+    for key, v in (("nvcc_version", tk.nvcc_version), ("cuda_toolkit_version", tk.cuda_version)):
+        if v and parse_version(v):
+            hit = facts.find("nvcc-version", "release")
             return v, f"{hit[0]} {hit[1]}" if hit else f"{key}: {v}"
     v, where = facts.env("CUDA_VERSION")
     if v and parse_version(v):
@@ -735,8 +734,8 @@ def torch_vs_driver(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     by_hand="`nvidia-smi | grep -n 'ERR!'`",
 )
 def gpu_rows_show_err(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
-    bad = facts.snapshot.extra.get("gpus_showing_err") or []
-    if not isinstance(bad, list) or not bad:
+    bad = facts.snapshot.gpus_showing_err
+    if not bad:
         table = facts.find("nvidia-smi", "MiB")
         why = facts.incomplete("nvidia-smi") or (
             None if table is not None else "nvidia-smi.txt: no GPU table among the evidence"
@@ -789,7 +788,7 @@ OPEN_MODULES_BLOG = (
     by_hand="`cat /proc/driver/nvidia/version` ('Open Kernel Module' or not) and the GPU model",
 )
 def kernel_module_flavour(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
-    open_module = facts.snapshot.extra.get("open_kernel_module")
+    open_module = facts.snapshot.driver.open_kernel_module
     hit = facts.find("proc-driver-nvidia-version", "Kernel Module")
     where = f"{hit[0]} {hit[1]}" if hit else "proc-driver-nvidia-version.txt"
     family = facts.family()

@@ -36,7 +36,7 @@ def _not_inspected(facts: Facts, image: str) -> str:
     why = facts.missing("docker-image-inspect")
     if why is not None:
         return why
-    if facts.snapshot.extra.get("image_present") is False:
+    if facts.snapshot.image.present is False:
         return f"{facts._file_of('docker-image-inspect')}: empty list: image not present locally where it was inspected"
     return f"{image} not inspected (no docker-image-inspect.json)"
 

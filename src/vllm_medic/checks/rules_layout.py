@@ -378,8 +378,9 @@ def container_sees_fewer(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
     cut = facts.gpu_list_partial()
     if cut is not None:
         return [r.not_checked(f"GPU count not checked: the GPU list is partial ({seen} listed)", [*ev, cut])]
-    host_count = snap.extra.get("host_gpu_count")
-    container_count = snap.extra.get("container_gpu_count")
+    vis = snap.gpu_visibility
+    host_count = vis.host_gpu_count if vis else None
+    container_count = vis.container_gpu_count if vis else None
     missing = _missing_from_board(facts, seen, host_count)
     if missing is not None:
         return [missing(r, ev)]
@@ -396,7 +397,7 @@ def container_sees_fewer(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]
         return [above]
     if isinstance(host_count, int) and isinstance(container_count, int):
         ev.append(
-            f"{snap.extra.get('container_gpu_count_source') or 'in-image probe'}: a container sees "
+            f"{(vis.source if vis else None) or 'in-image probe'}: a container sees "
             f"{container_count} of {host_count}"
         )
     board = facts.board()
@@ -409,7 +410,8 @@ def _image_container_sees_fewer(
     facts: Facts, r: Rule, ev: list[str], host_count: int, container_count: int
 ) -> Finding:
     """The in-image probe's `docker run --gpus all` saw fewer GPUs than the host lists."""
-    src = facts.snapshot.extra.get("container_gpu_count_source") or "in-image probe"
+    vis = facts.snapshot.gpu_visibility
+    src = (vis.source if vis else None) or "in-image probe"
     ev += [
         f"host: {host_count} GPUs",
         f"{src}: `docker run --gpus all IMAGE nvidia-smi` sees {container_count} (also HLT-IMG003)",
@@ -584,14 +586,9 @@ MIG_DOCS = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/index.html"
 )
 def mig_enabled(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     gpus = facts.snapshot.gpus
-    mig_devices = facts.snapshot.extra.get("mig_devices") or []
     on = sorted(
         {g.index for g in gpus if (g.mig_mode or "").lower() == "enabled"}
-        | {
-            int(d["gpu_index"])
-            for d in mig_devices
-            if isinstance(d, dict) and isinstance(d.get("gpu_index"), int)
-        }
+        | {d.gpu_index for d in facts.snapshot.mig_devices}
     )
     if not on:
         if not gpus:
@@ -619,13 +616,8 @@ def mig_enabled(facts: Facts, recipe: Recipe, r: Rule) -> list[Finding]:
     if hit is not None:
         ev.append(f"{hit[0]} {hit[1]}")
     ev.append(f"MIG enabled on GPU(s) {', '.join(map(str, on))}")
-    sizes = sorted(
-        {
-            m
-            for d in mig_devices
-            if isinstance(d, dict) and isinstance(m := d.get("memory_total_mib"), int) and m
-        }
-    )
+    mig_devices = facts.snapshot.mig_devices
+    sizes = sorted({d.memory_total_mib for d in mig_devices if d.memory_total_mib})
     if mig_devices:
         ev.append(
             f"{len(mig_devices)} MIG device(s)"

@@ -216,15 +216,20 @@ def _modules(facts: Facts, *wanted: str) -> tuple[set[str], str | None]:
     `lsmod | grep nvidia` for nvidia_peermem, never for mlx5_ib."""
     mods = set(facts.snapshot.kernel_modules)
     unread = facts.unread("lsmod", bool(mods))
-    commands = facts.snapshot.extra.get("lsmod_commands") or []
+    commands = _lsmod_commands(facts)
     only_grep = unread is not None and facts.missing("lsmod") is None and len(commands) == 1
     if only_grep and wanted and all(grep_shows(commands[0], m) for m in wanted):
         return mods, None
     return mods, unread
 
 
+def _lsmod_commands(facts: Facts) -> list[str]:
+    grep = facts.snapshot.lsmod_grep
+    return grep.commands if grep else []
+
+
 def _absence_line(facts: Facts, module: str, listed: int) -> str:
-    commands = facts.snapshot.extra.get("lsmod_commands") or []
+    commands = _lsmod_commands(facts)
     through = f" (`{commands[0]}` would have listed it)" if commands else ""
     return f"{facts._file_of('lsmod')}: no {module} among {listed} modules{through}"
 
@@ -248,7 +253,7 @@ def _kernel_facts(facts: Facts, needs: DmabufNeeds) -> tuple[bool | None, list[s
     else:
         ev.append(f"kernel version unknown ({facts.unread('uname') or 'no uname -r'})")
         ok = None
-    open_module = facts.snapshot.extra.get("open_kernel_module")
+    open_module = facts.snapshot.driver.open_kernel_module
     if needs.needs_open_kernel_modules:
         if open_module is None:
             ev.append(

@@ -88,13 +88,18 @@ MODULES_FIX = (
 )
 
 
+def _grep_command(s: Snapshot) -> str:
+    """The `lsmod | grep X` a node's module list was captured through."""
+    return s.lsmod_grep.commands[0] if s.lsmod_grep and s.lsmod_grep.commands else "lsmod | grep"
+
+
 def _module_shown(s: Snapshot, module: str) -> bool | None:
     """Is ``module`` loaded on the node (True/False), or unknown (None): not captured, or captured through
     a filter that would have hidden it. `lsmod | grep nvidia` answers for nvidia_peermem, not for mlx5_ib."""
     if not s.kernel_modules:
         return None
     if "lsmod" in s.partial:
-        commands = s.extra.get("lsmod_commands") or []
+        commands = s.lsmod_grep.commands if s.lsmod_grep else []
         if module in s.kernel_modules:
             return True  # what a filter let through is there
         if len(commands) != 1 or not grep_shows(str(commands[0]), module):
@@ -304,9 +309,7 @@ def _compare_modules(snapshots: Mapping[str, Snapshot], nodes: list[str], report
         if grepped:
             line += (
                 " ("
-                + "; ".join(
-                    f"{n}'s `{snapshots[n].extra['lsmod_commands'][0]}` would have listed it" for n in grepped
-                )
+                + "; ".join(f"{n}'s `{_grep_command(snapshots[n])}` would have listed it" for n in grepped)
                 + ")"
             )
         unknown = [n for n in nodes if n not in known]

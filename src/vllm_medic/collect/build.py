@@ -53,8 +53,20 @@ from vllm_medic.collect.parsers.system import (
 from vllm_medic.collect.parsers.toolkit import parse_nvcc_version
 from vllm_medic.collect.parsers.topology import parse_topology
 from vllm_medic.collect.source_entry import SourceEntry
+from vllm_medic.records import build
 from vllm_medic.redact import redact_text
-from vllm_medic.snapshot import Driver, Gpu, Launch, Snapshot, SourceError
+from vllm_medic.snapshot import (
+    Driver,
+    Gpu,
+    GpuVisibility,
+    Launch,
+    LsmodGrep,
+    MigDevice,
+    PackageOrigin,
+    Snapshot,
+    SourceError,
+    Toolkit,
+)
 
 # Sources whose absence from a hand-made capture is worth saying ("could not check").
 CORE_SOURCES = ("nvidia-smi", "nvidia-smi-topo-m", "lsmod", "env", "launch", "pip-freeze", "vllm-version")
@@ -238,16 +250,15 @@ def _gpu_sources(ctx: BuildContext) -> None:
     if table is not None or queries or listed:
         snap.extra["gpu_processes_listed"] = listed
     if table is not None and table.gpus_showing_err:
-        snap.extra["gpus_showing_err"] = table.gpus_showing_err
+        snap.gpus_showing_err = list(table.gpus_showing_err)
     mig = (table.mig_devices if table else []) or next((q.mig_devices for q in queries if q.mig_devices), [])
-    if mig:
-        snap.extra["mig_devices"] = mig
+    snap.mig_devices = [d for d in (build(MigDevice, m) for m in mig) if isinstance(d, MigDevice)]
     text, _ = ctx.text("proc-driver-nvidia-version")
     if text is not None:
         pv = parse_proc_driver_version(text)
         if pv.kernel_module_version:
             snap.driver.kernel_module_version = pv.kernel_module_version
-            snap.extra["open_kernel_module"] = pv.open_kernel_module
+            snap.driver.open_kernel_module = pv.open_kernel_module
         elif pv.problems:
             ctx.unparsable("proc-driver-nvidia-version", "; ".join(pv.problems))
 
@@ -460,8 +471,7 @@ def _modules(ctx: BuildContext) -> None:
     patterns = [p for cmd in commands for p in grep_patterns(cmd)]
     if patterns:
         # `lsmod | grep nvidia` proves nvidia_peermem absent (it would match), not mlx5_ib
-        ctx.snapshot.extra["lsmod_grep"] = patterns
-        ctx.snapshot.extra["lsmod_commands"] = commands
+        ctx.snapshot.lsmod_grep = LsmodGrep(patterns, list(commands))
     elif not any(pipes(cmd) for cmd in commands):
         if not r.header and r.modules:
             ctx.partial(
@@ -476,19 +486,21 @@ def _image(ctx: BuildContext) -> None:
     text, _ = ctx.text("docker-image-inspect")
     if text is not None:
         r = parse_image_inspect(text, requested=requested, commands=ctx.commands("docker-image-inspect"))
+        present: bool | None = None
         if r.absent:
-            ctx.snapshot.extra["image_present"] = False
+            present = False
             ctx.note("docker-image-inspect", ["the image is not present locally (`[]` / No such image)"])
         elif r.problems and r.image.tag is None and r.image.id is None and not r.fragment:
             ctx.unparsable("docker-image-inspect", "; ".join(r.problems))
         else:
             ctx.note("docker-image-inspect", r.problems)
-            ctx.snapshot.extra["image_present"] = True
+            present = True
         for why in r.partial:
             ctx.partial("docker-image-inspect", why)
         if r.fragment:
             ctx.snapshot.extra["docker_inspect_fragment"] = r.fragment
         ctx.snapshot.image = r.image
+        ctx.snapshot.image.present = present
     if requested and not ctx.snapshot.image.tag:
         ctx.snapshot.image.tag = requested
     text, _ = ctx.text("docker-images-digests")
@@ -560,7 +572,7 @@ def _python(ctx: BuildContext) -> None:
                 found = vllm_from_string(snap.python.packages[dist])
                 if found:
                     snap.vllm = found
-                    snap.extra["vllm_version_source"] = f"pip-freeze ({dist})"
+                    snap.vllm.source = f"pip-freeze ({dist})"
                     break
     _python_env_origin(ctx)
 
@@ -580,12 +592,12 @@ def _python_env_origin(ctx: BuildContext) -> None:
     interpreter = ctx.options.get("python")
     origin = ctx.options.get("python_origin") or "captured pip-freeze.txt (interpreter not recorded)"
     dist = next((d for d in VLLM_DISTRIBUTIONS if d in snap.python.packages), None)
-    snap.extra["python_env"] = {
-        "interpreter": interpreter,
-        "origin": origin,
-        "vllm_installed": dist is not None,
-        "vllm_distribution": f"{dist}=={snap.python.packages[dist]}" if dist else None,
-    }
+    snap.python.origin = PackageOrigin(
+        interpreter=interpreter,
+        origin=origin,
+        vllm_installed=dist is not None,
+        vllm_distribution=f"{dist}=={snap.python.packages[dist]}" if dist else None,
+    )
 
 
 def _rocm_collect_env(ctx: BuildContext, ce: Any) -> None:
@@ -728,10 +740,7 @@ def _toolkit(ctx: BuildContext) -> None:
         if entry.status in (None, "ok"):
             ctx.unparsable("nvcc-version", "; ".join(r.problems))
         return
-    ctx.snapshot.extra["nvcc_version"] = r.version
-    ctx.snapshot.extra["cuda_toolkit_version"] = r.release
-    if r.build:
-        ctx.snapshot.extra["nvcc_build"] = r.build
+    ctx.snapshot.toolkit = Toolkit(nvcc_version=r.version, cuda_version=r.release, nvcc_build=r.build or None)
 
 
 def _gpu_visibility(ctx: BuildContext) -> None:
@@ -743,13 +752,10 @@ def _gpu_visibility(ctx: BuildContext) -> None:
     snap = ctx.snapshot
     if snap.container.in_container or not snap.gpus:
         return
-    in_image = (snap.extra.get("health") or {}).get("in_image") or {}
-    smi = in_image.get("nvidia_smi") or {}
-    count = smi.get("gpu_count")
-    if smi.get("ok") and isinstance(count, int):
-        snap.extra["host_gpu_count"] = len(snap.gpus)
-        snap.extra["container_gpu_count"] = count
-        snap.extra["container_gpu_count_source"] = "in-image-nvidia-smi.txt"
+    smi = snap.health.in_image.nvidia_smi if snap.health.in_image else None
+    count = smi.gpu_count if smi else None
+    if smi and smi.ok and count is not None:
+        snap.gpu_visibility = GpuVisibility(len(snap.gpus), count, "in-image-nvidia-smi.txt")
 
 
 def _model(ctx: BuildContext) -> None:
@@ -796,6 +802,6 @@ _STEPS: tuple[Callable[[BuildContext], None], ...] = (
     _launch,
     _model,
     _toolkit,
-    health_step,  # Snapshot.extra["health"] from the health files (src/vllm_medic/collect/health)
+    health_step,  # Snapshot.health from the health files (src/vllm_medic/collect/health)
     _gpu_visibility,  # after health_step: reads the in-image probe's GPU count
 )

@@ -39,14 +39,14 @@ def headline(result: CollectResult) -> str:
     if snap.gpus:
         names = sorted({g.name for g in snap.gpus if g.name})
         parts.append(f"{len(snap.gpus)} GPU(s) {', '.join(names)}".strip())
-    toolkit = snap.extra.get("cuda_toolkit_version")
+    toolkit = snap.toolkit.cuda_version
     if toolkit:
         parts.append(f"toolkit CUDA {toolkit} (nvcc; not the driver)")
     if snap.vllm.version:
         parts.append(f"vLLM {snap.vllm.raw or snap.vllm.version}")
-    pe = snap.extra.get("python_env")
-    if isinstance(pe, dict) and not pe.get("vllm_installed"):
-        parts.append(f"packages listed from {pe.get('interpreter') or 'pip-freeze.txt'}: no vLLM there")
+    pe = snap.python.origin
+    if pe is not None and not pe.vllm_installed:
+        parts.append(f"packages listed from {pe.interpreter or 'pip-freeze.txt'}: no vLLM there")
     if snap.image.tag:
         parts.append(f"image {snap.image.tag}" + (f"@{snap.image.digest[:19]}" if snap.image.digest else ""))
     if snap.launch.model:

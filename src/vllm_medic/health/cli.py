@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,7 @@ from vllm_medic.errors import UsageError
 
 if TYPE_CHECKING:
     from vllm_medic.snapshot import Snapshot
+    from vllm_medic.snapshot_health import HealthFacts
 
 
 def register(app: typer.Typer) -> None:
@@ -72,20 +73,20 @@ def health_cmd(
         snap.launch.args["tensor_parallel_size"] = tp
     if pp is not None:
         snap.launch.args["pipeline_parallel_size"] = pp
-    snap.extra["health"] = health
+    snap.health = health
     findings = run_health_rules(snap)
     if save is not None:
         probe.write_raw(raw, save)
         from vllm_medic.report.jsonout import dumps
 
-        (save / "health.json").write_text(dumps(health) + "\n", "utf-8")
+        (save / "health.json").write_text(dumps(health.to_dict()) + "\n", "utf-8")
     code = emit_findings(
         findings,
         as_json=as_json,
         junit=junit,
         strict=strict,
         suite="vllm-medic.health",
-        extra={"health": health},
+        extra={"health": health.to_dict()},
         title="vllm-medic health",
         verbose=verbose,
     )
@@ -100,7 +101,7 @@ def _check_timeouts(timeout: float, image_timeout: float) -> None:
             raise UsageError(f"{flag} must be a positive number of seconds, got {value:g}")
 
 
-def _read_captured(from_dir: Path, snap: Snapshot) -> tuple[Snapshot, dict[str, Any]]:
+def _read_captured(from_dir: Path, snap: Snapshot) -> tuple[Snapshot, HealthFacts]:
     """(the bundle's snapshot.json, else ``snap``; the health facts) from the outputs captured in DIR."""
     from vllm_medic.collect.health import probe
     from vllm_medic.safeio import loads_json
@@ -130,7 +131,7 @@ def _read_captured(from_dir: Path, snap: Snapshot) -> tuple[Snapshot, dict[str, 
 
 def _probe_here(
     image: str | None, timeout: float, image_timeout: float, save: Path | None
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[HealthFacts, dict[str, str]]:
     """Probe this machine (and IMAGE); on Ctrl-C what was measured so far is still saved under --save."""
     from vllm_medic.collect.health import probe
 

@@ -13,6 +13,15 @@ import re
 from typing import Any
 
 from vllm_medic.collect.health.runner import CommandResult, Runner, run_command
+from vllm_medic.records import build
+from vllm_medic.snapshot_health import (
+    DockerError,
+    InImageFacts,
+    InImageSmi,
+    InImageVersions,
+    ProbeRun,
+    SmiSummary,
+)
 
 PROBE_MARK = "VLLM_MEDIC_PROBE "
 
@@ -90,27 +99,24 @@ def docker_argv(image: str, entrypoint: str, args: list[str], docker: str = "doc
     return [docker, "run", "--rm", "--gpus", "all", "--entrypoint", entrypoint, image, *args]
 
 
-def parse_nvidia_smi(text: str) -> dict[str, Any]:
+def parse_nvidia_smi(text: str) -> SmiSummary:
     """Driver, CUDA (max the driver supports) and GPU count from plain `nvidia-smi` or `nvidia-smi -L`."""
     d = _SMI_DRIVER.search(text or "")
     c = _SMI_CUDA.search(text or "")
     rows = {int(i) for i in _SMI_GPU_ROW.findall(text or "")} or {int(i) for i in _SMI_L.findall(text or "")}
-    return {
-        "driver_version": d.group(1) if d else None,
-        "cuda_version": c.group(1) if c else None,
-        "gpu_count": len(rows) if (rows or d) else None,
-    }
+    return SmiSummary(
+        driver_version=d.group(1) if d else None,
+        cuda_version=c.group(1) if c else None,
+        gpu_count=len(rows) if (rows or d) else None,
+    )
 
 
-def classify_docker_error(text: str) -> dict[str, Any] | None:
+def classify_docker_error(text: str) -> DockerError | None:
     for kind, pat in _DOCKER_ERRORS:
         m = pat.search(text or "")
         if m:
             line = next((ln.strip() for ln in (text or "").splitlines() if m.group(0) in ln), m.group(0))
-            out: dict[str, Any] = {"kind": kind, "line": line[:500]}
-            if kind == "cuda_requirement":
-                out["required_cuda"] = m.group(1)
-            return out
+            return DockerError(kind, line[:500], m.group(1) if kind == "cuda_requirement" else None)
     return None
 
 
@@ -154,9 +160,9 @@ def cuda_userspace(packages: dict[str, str]) -> dict[str, list[str]]:
 
 def probe(
     image: str, run: Runner = run_command, timeout: float = 180.0
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """Run the in-image probes. Returns (facts for extra["health"]["in_image"], raw outputs by file name)."""
-    facts: dict[str, Any] = {"image": image, "probes": {}}
+) -> tuple[InImageFacts, dict[str, str]]:
+    """Run the in-image probes. Returns (``Snapshot.health.in_image``, raw outputs by file name)."""
+    probes: dict[str, ProbeRun] = {}
     raw: dict[str, str] = {}
     plan = [
         ("nvidia-smi", docker_argv(image, "nvidia-smi", []), "in-image-nvidia-smi.txt"),
@@ -170,64 +176,70 @@ def probe(
     for name, argv, canonical in plan:
         res = run(argv, timeout)
         raw[canonical] = res.output
-        facts["probes"][name] = _summary(res)
+        probes[name] = _summary(res)
         if name == "nvidia-smi" and res.missing:
             break  # no docker client: the other probes would say the same thing
-    facts.update(from_outputs({k: v for k, v in raw.items()}, facts["probes"]))
+    facts = from_outputs(raw, probes)
+    facts.image, facts.probes = image, probes
     return facts, raw
 
 
-def _summary(res: CommandResult) -> dict[str, Any]:
-    return {
-        "argv": res.argv[:8] + (["…"] if len(res.argv) > 8 else []),
-        "exit_code": res.exit_code,
-        "timed_out": res.timed_out,
-        "missing": res.missing,
-        "duration_s": round(res.duration_s, 2),
-        "status": res.describe(),
-    }
+def _summary(res: CommandResult) -> ProbeRun:
+    return ProbeRun(
+        argv=res.argv[:8] + (["…"] if len(res.argv) > 8 else []),
+        exit_code=res.exit_code,
+        timed_out=res.timed_out,
+        missing=res.missing,
+        duration_s=round(res.duration_s, 2),
+        status=res.describe(),
+    )
 
 
-def from_outputs(files: dict[str, str], probes: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Facts from the three outputs (live or captured as ``in-image-*.txt``)."""
-    probes = probes or {}
-    out: dict[str, Any] = {}
+def from_outputs(files: dict[str, str], probes: dict[str, ProbeRun] | None = None) -> InImageFacts:
+    """Facts from the three outputs (live or captured as ``in-image-*.txt``); ``image`` is the caller's."""
+    out = InImageFacts()
     smi_text = files.get("in-image-nvidia-smi.txt")
     if smi_text is not None:
-        smi = parse_nvidia_smi(smi_text)
-        err = classify_docker_error(smi_text)
-        failed = (
-            probes.get("nvidia-smi", {}).get("exit_code") not in (0, None) or smi["driver_version"] is None
-        )
-        out["nvidia_smi"] = smi | {"ok": not failed and smi["driver_version"] is not None, "error": err}
-        if failed and err is None:
-            out["nvidia_smi"]["error"] = {
-                "kind": "unknown",
-                "line": (smi_text.strip().splitlines() or [""])[-1][:500],
-            }
+        smi_run = (probes or {}).get("nvidia-smi")
+        out.nvidia_smi = _in_image_smi(smi_text, smi_run.exit_code if smi_run else None)
     ver_text = files.get("in-image-versions.txt")
     if ver_text is not None:
         data = parse_probe_output(ver_text)
-        out["versions"] = data
+        out.versions = build(InImageVersions, data)
         if data is None:
-            out["versions_error"] = classify_docker_error(ver_text) or {
-                "kind": "no_output",
-                "line": ver_text.strip()[-300:],
-            }
+            out.versions_error = classify_docker_error(ver_text) or DockerError(
+                "no_output", ver_text.strip()[-300:]
+            )
     pip_text = files.get("in-image-pip-list.txt")
-    dists = (out.get("versions") or {}).get("dists")
-    if pip_text is not None or isinstance(dists, dict):
+    dists = out.versions.dists if out.versions else None
+    if pip_text is not None or dists is not None:
         # pip may be missing from the image (uv-built envs): the probe's own distribution list counts too
         pkgs = parse_pip_freeze(pip_text or "")
-        if isinstance(dists, dict):
-            pkgs = {**{str(k): str(v) for k, v in dists.items()}, **pkgs}
+        if dists is not None:
+            pkgs = {**dists, **pkgs}
         if pip_text is not None and not parse_pip_freeze(pip_text):
-            out["pip_error"] = (pip_text.strip().splitlines() or ["no output"])[-1][:300]
-        out["packages_count"] = len(pkgs)
-        out["cuda_userspace"] = cuda_userspace(pkgs)
-        out["packages"] = {
+            out.pip_error = (pip_text.strip().splitlines() or ["no output"])[-1][:300]
+        out.packages_count = len(pkgs)
+        out.cuda_userspace = cuda_userspace(pkgs)
+        out.packages = {
             k: v
             for k, v in pkgs.items()
             if k.startswith(("nvidia-", "torch", "vllm", "flashinfer", "triton"))
         }
     return out
+
+
+def _in_image_smi(text: str, exit_code: int | None) -> InImageSmi:
+    """`nvidia-smi` run inside the image: what it showed, and how it failed when it did."""
+    smi = parse_nvidia_smi(text)
+    err = classify_docker_error(text)
+    failed = exit_code not in (0, None) or smi.driver_version is None
+    if failed and err is None:
+        err = DockerError("unknown", (text.strip().splitlines() or [""])[-1][:500])
+    return InImageSmi(
+        driver_version=smi.driver_version,
+        cuda_version=smi.cuda_version,
+        gpu_count=smi.gpu_count,
+        ok=not failed and smi.driver_version is not None,
+        error=err,
+    )

@@ -1,16 +1,16 @@
 """Read the kernel log (dmesg, else journalctl -k), bounded, and say why when it cannot be read.
 
-Returns a plain dict for ``Snapshot.extra["health"]["xid"]``: where the text came from, every Xid
-event, and - when nothing could be read - what was tried and how to check by hand.
+Returns the ``XidFacts`` of ``Snapshot.health.xid``: where the text came from, every Xid event, and -
+when nothing could be read - what was tried and how to check by hand.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from vllm_medic.collect.health.runner import CommandResult, Runner, run_command
 from vllm_medic.collect.health.xid import parse_xid_events
+from vllm_medic.snapshot_health import LogAttempt, XidFacts
 
 #: Only the newest lines are scanned: a long-running host can have millions of kernel lines.
 MAX_LINES = 200_000
@@ -46,37 +46,31 @@ def classify_failure(result: CommandResult) -> str:
     return "nonzero"
 
 
-def from_text(text: str, source: str) -> dict[str, Any]:
+def from_text(text: str, source: str) -> XidFacts:
     """Facts from an already captured kernel log (``dmesg.txt`` / ``journalctl-k.txt``)."""
     lines = text.splitlines()
     if len(lines) > MAX_LINES:
         text = "\n".join(lines[-MAX_LINES:])
     fake = CommandResult(argv=[source], exit_code=0, stdout=text)
     if len(lines) <= 3 and classify_failure(fake) in ("permission", "no_journal"):
-        return {
-            "source": None,
-            "readable": False,
-            "attempts": [{"source": source, "kind": classify_failure(fake), "message": text.strip()[:300]}],
-            "events": [],
-            "how_to_check": HOW_TO_CHECK,
-        }
+        return _unreadable([LogAttempt(source, classify_failure(fake), text.strip()[:300])])
     events = parse_xid_events(text)
-    facts: dict[str, Any] = {
-        "source": source,
-        "readable": True,
-        "lines": min(len(lines), MAX_LINES),
-        "events": [e.to_dict() for e in events[:MAX_EVENTS]],
-        "attempts": [],
-    }
+    facts = XidFacts(
+        source=source, readable=True, lines=min(len(lines), MAX_LINES), events=events[:MAX_EVENTS]
+    )
     if len(events) > MAX_EVENTS:
         # a GPU stuck in a fault loop can print the same Xid every second: keep the first ones and the count
-        facts["events_total"] = len(events)
+        facts.events_total = len(events)
     return facts
 
 
-def probe(run: Runner = run_command, timeout: float = 20.0) -> tuple[dict[str, Any], dict[str, str]]:
+def _unreadable(attempts: list[LogAttempt]) -> XidFacts:
+    return XidFacts(source=None, readable=False, attempts=attempts, how_to_check=HOW_TO_CHECK)
+
+
+def probe(run: Runner = run_command, timeout: float = 20.0) -> tuple[XidFacts, dict[str, str]]:
     """Live: try dmesg, then journalctl -k. Returns (facts, raw outputs by canonical file name)."""
-    attempts: list[dict[str, Any]] = []
+    attempts: list[LogAttempt] = []
     raw: dict[str, str] = {}
     for argv, canonical in ((DMESG_ARGV, "dmesg.txt"), (JOURNAL_ARGV, "journalctl-k.txt")):
         res = run(argv, timeout)
@@ -84,18 +78,10 @@ def probe(run: Runner = run_command, timeout: float = 20.0) -> tuple[dict[str, A
         if res.ok and text.strip() and not (len(text.splitlines()) <= 3 and _PERMISSION.search(text)):
             raw[canonical] = text
             facts = from_text(text, " ".join(argv))
-            facts["attempts"] = attempts
+            facts.attempts = attempts
             return facts, raw
         if res.output:
             raw[canonical] = res.output
         kind = classify_failure(res) if not res.ok else "empty"
-        attempts.append(
-            {"source": " ".join(argv), "kind": kind, "message": (res.output.strip() or res.describe())[:300]}
-        )
-    return {
-        "source": None,
-        "readable": False,
-        "attempts": attempts,
-        "events": [],
-        "how_to_check": HOW_TO_CHECK,
-    }, raw
+        attempts.append(LogAttempt(" ".join(argv), kind, (res.output.strip() or res.describe())[:300]))
+    return _unreadable(attempts), raw

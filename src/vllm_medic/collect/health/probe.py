@@ -1,6 +1,6 @@
 """Gather the health facts: live on this machine (commands with timeouts) or from captured files.
 
-Both paths produce the same dict for ``Snapshot.extra["health"]`` and use the same canonical file
+Both paths produce the same ``HealthFacts`` (``Snapshot.health``) and use the same canonical file
 names, so a bundle written by a live run reads back identically with ``--from``:
 
   dmesg.txt, journalctl-k.txt          kernel log (Xid events)
@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from vllm_medic.collect.env_vocabulary import HEALTH_PROBE
 from vllm_medic.collect.health import fabric, in_image, kernel_log, limits
 from vllm_medic.collect.health.files import HEALTH_FILES
 from vllm_medic.collect.health.runner import Runner, run_command
 from vllm_medic.errors import UsageError
+from vllm_medic.snapshot_health import FabricFacts, HealthFacts
 
 CANONICAL_FILES: tuple[str, ...] = (
     "nvidia-smi.txt",
@@ -34,50 +34,49 @@ IMEX_CONFIG = "/etc/nvidia-imex/nodes_config.cfg"
 IMEX_CHANNELS = "/dev/nvidia-caps-imex-channels"
 
 
-def _fabric_from(files: dict[str, str]) -> dict[str, Any]:
-    fab: dict[str, Any] = {}
+def _fabric_from(files: dict[str, str]) -> FabricFacts:
+    fab = FabricFacts()
     if "nvidia-smi-q.xml" in files and files["nvidia-smi-q.xml"].lstrip().startswith("<"):
-        fab["nvidia_smi_q"] = fabric.parse_nvidia_smi_q_xml(files["nvidia-smi-q.xml"])
+        fab.nvidia_smi_q = fabric.parse_nvidia_smi_q_xml(files["nvidia-smi-q.xml"])
     elif "nvidia-smi-q.txt" in files:
-        fab["nvidia_smi_q"] = fabric.parse_nvidia_smi_q(files["nvidia-smi-q.txt"])
-    if "nvidia_smi_q" in fab and not fab["nvidia_smi_q"]["gpus"]:
+        fab.nvidia_smi_q = fabric.parse_nvidia_smi_q(files["nvidia-smi-q.txt"])
+    if fab.nvidia_smi_q is not None and not fab.nvidia_smi_q.gpus:
         text = files.get("nvidia-smi-q.xml") or files.get("nvidia-smi-q.txt") or ""
-        fab["nvidia_smi_q_error"] = (text.strip().splitlines() or ["empty output"])[0][:300]
+        fab.nvidia_smi_q_error = (text.strip().splitlines() or ["empty output"])[0][:300]
     if "systemctl-fabricmanager.txt" in files:
-        fab["fabric_manager"] = fabric.parse_service(files["systemctl-fabricmanager.txt"])
+        fab.fabric_manager = fabric.parse_service(files["systemctl-fabricmanager.txt"])
     if "systemctl-imex.txt" in files:
-        fab["imex"] = fabric.parse_service(files["systemctl-imex.txt"])
+        fab.imex = fabric.parse_service(files["systemctl-imex.txt"])
     if "imex-channels.txt" in files:
-        fab["imex_channels"] = [
+        fab.imex_channels = [
             ln.strip() for ln in files["imex-channels.txt"].splitlines() if ln.strip().startswith("channel")
         ]
     if "imex-nodes-config.txt" in files:
-        fab["imex_nodes_config"] = "present" if files["imex-nodes-config.txt"].strip() else "empty"
+        fab.imex_nodes_config = "present" if files["imex-nodes-config.txt"].strip() else "empty"
     return fab
 
 
-def from_files(files: dict[str, str]) -> dict[str, Any]:
+def from_files(files: dict[str, str]) -> HealthFacts:
     """Health facts from captured outputs (canonical names -> text)."""
-    health: dict[str, Any] = {}
+    health = HealthFacts()
     for name in ("dmesg.txt", "journalctl-k.txt"):
         if name in files:
             facts = kernel_log.from_text(files[name], name)
-            if facts["readable"] or "xid" not in health:
-                health["xid"] = facts
-            if facts["readable"]:
+            if facts.readable or health.xid is None:
+                health.xid = facts
+            if facts.readable:
                 break
     if "nvidia-smi.txt" in files:
-        health["host_gpu"] = in_image.parse_nvidia_smi(files["nvidia-smi.txt"])
+        health.host_gpu = in_image.parse_nvidia_smi(files["nvidia-smi.txt"])
     fab = _fabric_from(files)
-    if fab:
-        health["fabric"] = fab
+    if fab != FabricFacts():
+        health.fabric = fab
     lim = limits.from_files(files)
-    if len(lim) > 1:
-        health["limits"] = lim
+    if lim.measured():
+        health.limits = lim
     if any(k.startswith("in-image-") for k in files):
-        health["in_image"] = in_image.from_outputs(files) | {
-            "image": files.get("in-image-image.txt", "").strip() or None
-        }
+        health.in_image = in_image.from_outputs(files)
+        health.in_image.image = files.get("in-image-image.txt", "").strip() or None
     return health
 
 
@@ -123,15 +122,14 @@ def collect_live(
     timeout: float = 20.0,
     image_timeout: float = 180.0,
     raw: dict[str, str] | None = None,
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[HealthFacts, dict[str, str]]:
     """Run every health probe here. Returns (health facts, raw outputs by canonical file name).
 
     ``raw`` is filled as each probe finishes, so a caller interrupted by Ctrl-C still holds what was measured.
     """
     raw = {} if raw is None else raw
-    health: dict[str, Any] = {}
-    xid, xraw = kernel_log.probe(run, timeout)
-    health["xid"] = xid
+    health = HealthFacts()
+    health.xid, xraw = kernel_log.probe(run, timeout)
     raw.update(xraw)
     for argv, name in (
         (["nvidia-smi"], "nvidia-smi.txt"),
@@ -151,17 +149,15 @@ def collect_live(
     if Path(IMEX_CONFIG).is_file():
         raw["imex-nodes-config.txt"] = Path(IMEX_CONFIG).read_text("utf-8", "replace")
     host = in_image.parse_nvidia_smi(raw.get("nvidia-smi.txt", ""))
-    if host["driver_version"]:
-        health["host_gpu"] = host
-    fab = _fabric_from({k: v for k, v in raw.items() if k != "nvidia-smi.txt"})
-    health["fabric"] = fab  # without GPUs it says what could not be checked
-    lim, lraw = limits.probe_live()
-    health["limits"] = lim
+    if host.driver_version:
+        health.host_gpu = host
+    # without GPUs it says what could not be checked
+    health.fabric = _fabric_from({k: v for k, v in raw.items() if k != "nvidia-smi.txt"})
+    health.limits, lraw = limits.probe_live()
     raw.update(lraw)
-    health["env"] = HEALTH_PROBE.select(os.environ)
+    health.env = HEALTH_PROBE.select(os.environ)
     if image:
-        img, iraw = in_image.probe(image, run, image_timeout)
-        health["in_image"] = img
+        health.in_image, iraw = in_image.probe(image, run, image_timeout)
         raw.update(iraw)
         raw["in-image-image.txt"] = image + "\n"
     return health, raw

@@ -7,12 +7,13 @@ it is still reported, as "unknown to this catalogue", never dropped.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
 
 import yaml
+
+from vllm_medic.snapshot_health import XidEvent
 
 # NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s ...
 # NVRM: Xid (0000:01:00): 3, C 00000005 ...   (older drivers: no "PCI:")
@@ -39,22 +40,6 @@ class XidInfo:
     nvidia_immediate: str = ""
     nvidia_investigatory: str = ""
     severity_if_nonfatal: str | None = None
-
-
-@dataclass
-class XidEvent:
-    xid: int
-    pci: str
-    line_no: int  # 1-based line in the text it came from
-    line: str
-    when: str = ""
-    pid: str | None = None
-    process: str | None = None
-    message: str = ""
-    inferred: bool = False  # True for "fallen off the bus" printed without an Xid line
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
