@@ -194,6 +194,8 @@ def test_reused_read_buffers_give_the_pipe_verdict(tmp_path, monkeypatch, cache)
     from_pipes = api._scan([piped(p, r) for r, p in enumerate(paths)], load_catalogue(), [])
     assert from_files.to_dict() == from_pipes.to_dict()
     assert any("longer than" in w for w in from_files.to_dict()["warnings"])
+    monkeypatch.delattr(os, "preadv")  # where the platform has only pread
+    assert api._scan(sources, load_catalogue(), []).to_dict() == from_pipes.to_dict()
 
 
 _IN_A_FRESH_PROCESS = """

@@ -544,6 +544,10 @@ def _read_buffers(size: int) -> tuple[bytearray, bytearray]:
 def _pread_into(fd: int, buf: bytearray, offset: int, size: int) -> tuple[int, BaseException | None]:
     """(bytes read into `buf[:size]` from `offset`, the error that stopped the read or None)."""
     try:
+        if not hasattr(os, "preadv"):  # a platform without it (older macOS): one copy more
+            data = os.pread(fd, size, offset)
+            buf[: len(data)] = data
+            return len(data), None
         with memoryview(buf) as view:
             return os.preadv(fd, [view[:size]], offset), None
     except OSError as exc:
