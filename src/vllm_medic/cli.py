@@ -16,17 +16,6 @@ from rich.console import Console
 from vllm_medic import __version__
 from vllm_medic.model import ExitCode
 
-app = typer.Typer(
-    name="vllm-medic",
-    help="Diagnose self-hosted vLLM deployments (Kimi K3 first) and sign off an acceptance sheet.\n\n"
-    "Exit codes: 0 nothing failed, 1 at least one failure (with --strict also warnings), "
-    "2 usage error, 3 the tool itself could not work.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
-
 _COMMAND_MODULES = (
     "vllm_medic.collect.cli",
     "vllm_medic.checks.cli",
@@ -39,6 +28,21 @@ _COMMAND_MODULES = (
     "vllm_medic.health.cli",
     "vllm_medic.cluster.cli",  # last: plugs the multi-node forms into the stages' commands
 )
+_PLUGS = "vllm_medic.cluster.cli"
+# The commands each module registers (tests/core/test_cli_startup.py checks it against `register`):
+# `vllm-medic triage LOG` builds only triage's command. Typer turns every registered command into a
+# Click one on each start, ~0.05 s for all of them, which a one-shot `triage` pays before reading a byte.
+_COMMANDS_OF = {
+    "vllm_medic.collect.cli": ("collect",),
+    "vllm_medic.checks.cli": ("check", "rules", "recipes", "doctor"),
+    "vllm_medic.triage.cli": ("triage",),
+    "vllm_medic.accept.cli": ("accept",),
+    "vllm_medic.cache.cli": ("cache",),
+    "vllm_medic.plan.cli": ("plan",),
+    "vllm_medic.sim.cli": ("sim",),
+    "vllm_medic.history.cli": ("history", "report", "diff"),
+    "vllm_medic.health.cli": ("health", "nccl-path"),
+}
 
 
 def _version_callback(value: bool) -> None:
@@ -47,7 +51,6 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
@@ -56,15 +59,41 @@ def _root(
     pass
 
 
-for _name in _COMMAND_MODULES:
-    importlib.import_module(_name).register(app)
+def _make_app(modules: tuple[str, ...]) -> typer.Typer:
+    cli = typer.Typer(
+        name="vllm-medic",
+        help="Diagnose self-hosted vLLM deployments (Kimi K3 first) and sign off an acceptance sheet.\n\n"
+        "Exit codes: 0 nothing failed, 1 at least one failure (with --strict also warnings), "
+        "2 usage error, 3 the tool itself could not work.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    cli.callback()(_root)
+    for name in modules:
+        importlib.import_module(name).register(cli)
+    return cli
+
+
+app = _make_app(_COMMAND_MODULES)
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The whole command line, or only the named command's (plus the cluster plugs) when the first
+    argument names one: its help, options and errors are the same either way."""
+    first = args[0] if args else ""
+    for module, commands in _COMMANDS_OF.items():
+        if first in commands:
+            return _make_app((module, _PLUGS))
+    return app
 
 
 def main(argv: list[str] | None = None) -> None:
     err = Console(stderr=True)
     try:
         # MedicError is a ClickException: Click itself prints `Error: <message>` and exits 2/3 (errors.py)
-        app(args=argv, standalone_mode=True)
+        _app_for(sys.argv[1:] if argv is None else argv)(args=argv, standalone_mode=True)
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/] (what was already measured has been saved where the command says)")
         sys.exit(int(ExitCode.INTERRUPTED))

@@ -163,6 +163,41 @@ def test_a_file_and_the_same_bytes_on_a_pipe_agree(tmp_path, monkeypatch, cache)
     assert from_file.to_dict()["sources"][0]["bytes"] == len(data)
 
 
+def test_reused_read_buffers_give_the_pipe_verdict(tmp_path, monkeypatch, cache):
+    """Files are read into two buffers that alternate and are kept from file to file: an over-long
+    line skipped across blocks, a traceback left open at the end (looked at again after the last
+    read) and a second file read into the same buffers all judge as the same bytes on a pipe."""
+    monkeypatch.setattr(scanner, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(scanner, "MAX_LINE_BYTES", 2048)
+    filler = [f"INFO 11-30 00:00:{i % 60:02d} [x.py:1] serving request {i}" for i in range(300)]
+    first = [*filler, "WARNING 11-30 00:01:00 [x.py:2] " + "y" * 9000, *filler]
+    second = [
+        *filler,
+        "ERROR 11-30 00:02:00 [core.py:1] EngineCore encountered a fatal error.",
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/v1/engine/core.py", line 10, in run',
+        "    self.step()",
+        '  File "/x/vllm/v1/worker/gpu_model_runner.py", line 2210, in execute_model',
+    ]
+    paths = []
+    for name, lines in (("rank0.log", first), ("rank1.log", second)):
+        path = tmp_path / name
+        path.write_bytes(("\n".join(lines) + "\n").encode())
+        paths.append(path)
+    sources = api.expand_inputs([str(p) for p in paths], warnings=[])
+    from_files = api._scan(sources, load_catalogue(), [])
+
+    def piped(path: Path, rank: int) -> LogSource:
+        data = path.read_bytes()
+        return LogSource(name=str(path), rank=rank, opener=lambda: io.BufferedReader(io.BytesIO(data)))  # type: ignore[arg-type]
+
+    from_pipes = api._scan([piped(p, r) for r, p in enumerate(paths)], load_catalogue(), [])
+    assert from_files.to_dict() == from_pipes.to_dict()
+    assert any("longer than" in w for w in from_files.to_dict()["warnings"])
+    monkeypatch.delattr(os, "preadv")  # where the platform has only pread
+    assert api._scan(sources, load_catalogue(), []).to_dict() == from_pipes.to_dict()
+
+
 _IN_A_FRESH_PROCESS = """
 import json, sys, threading
 from vllm_medic.triage import api

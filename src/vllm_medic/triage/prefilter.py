@@ -112,7 +112,7 @@ class Screen:
         names = [n for n, e in (("hyperscan", self._hs), ("re2", self._fast), ("re", self._slow)) if e]
         self.engine = "+".join(names) or "re"
 
-    def search(self, block: bytes, start: int = 0, end: int | None = None) -> int:
+    def search(self, block: bytes | bytearray, start: int = 0, end: int | None = None) -> int:
         end = len(block) if end is None else end
         best = -1
         if self._hs is not None:
@@ -126,7 +126,7 @@ class Screen:
                 best = m.start()
         return best
 
-    def positions(self, block: bytes, end: int | None = None) -> list[int]:
+    def positions(self, block: bytes | bytearray, end: int | None = None) -> list[int]:
         end = len(block) if end is None else end
         out: list[int] = []
         if self._hs is not None:

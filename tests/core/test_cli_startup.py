@@ -1,0 +1,37 @@
+"""`vllm-medic COMMAND …` builds only that command's Click form: the table saying which module
+registers which command must match what each module's `register` really adds, or a command would
+go missing from its own fast path."""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+from vllm_medic import cli
+from vllm_medic.triage import cli as triage_cli
+
+
+def _registered(module: str) -> set[str]:
+    app = typer.Typer()
+    importlib.import_module(module).register(app)
+    names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback is not None}
+    return names | {g.name for g in app.registered_groups if g.name}
+
+
+def test_the_command_table_matches_what_each_module_registers():
+    stages = [m for m in cli._COMMAND_MODULES if m != cli._PLUGS]
+    assert sorted(cli._COMMANDS_OF) == sorted(stages)
+    for module, commands in cli._COMMANDS_OF.items():
+        assert _registered(module) == set(commands), module
+    assert _registered(cli._PLUGS) == set()
+
+
+def test_a_named_command_gets_a_command_line_of_its_own_with_the_plugs():
+    triage_cli.CLUSTER_TRIAGE._fn = None
+    small = cli._app_for(["triage", "x.log", "--json"])
+    assert small is not cli.app
+    assert [c.name for c in small.registered_commands] == ["triage"]
+    assert triage_cli.CLUSTER_TRIAGE.plugged is not None  # `triage --ray` still works
+    for args in ([], ["--help"], ["--version"], ["no-such-command"]):
+        assert cli._app_for(args) is cli.app
