@@ -182,7 +182,24 @@ class FamilyBook:
                     note=f"outranks `{fam.id}`: its own evidence on the line, emitter or frames reaches {challenger.outrank_min:g}",
                 )
         if best - second_score < self.margin:
-            return None
+            # On top but within the margin of families it outranks: its own evidence decides, as it does
+            # from below (blind round 10: a torch build without libuv, raised inside c10d's frames). The
+            # margin is then held against the best family it does not outrank.
+            own_best = scored[0][1]
+            if not (fam.outrank_min and own_best >= fam.outrank_min):
+                return None
+            rivals = [s for s in scored[1:] if s[2].id not in fam.outranks]
+            rival_score = rivals[0][0] if rivals else 0.0
+            if best - rival_score < self.margin:
+                return None
+            return FamilyVerdict(
+                fam,
+                best,
+                second[2].id if second else None,
+                second_score,
+                tuple(words),
+                note=f"outranks `{second[2].id if second else ''}`: its own evidence on the line, emitter or frames reaches {fam.outrank_min:g}",
+            )
         return FamilyVerdict(fam, best, second[2].id if second else None, second_score, tuple(words))
 
 

@@ -53,6 +53,9 @@ RUNTIME_WORDS = re.compile(
     r"|\b(?:prefill|decode) out of memory|\bRunning: [1-9]\d* reqs"
     # Request handlers and engine steps of other engines (mistral.rs's `engine: step`, its chat handler).
     r"|\bchat_completions?\b|\bengine: step\b"
+    # round 10: a client told the model failed while running a prompt (Ollama), and ggml's compute pool,
+    # which grows while a graph is evaluated (its `look_ahead_size` / `pool_malloc` lines under the error).
+    r"|encountered while running the model|\blook_ahead_size\b|\bggml_cuda_pool_malloc\w*"
 )
 # Start-up progress lines just above the root.
 STARTUP_TEXT = re.compile(
@@ -70,6 +73,8 @@ SERVED_EXTRA = (
     # llama-server: a slot picked for a task, a request's chat format, a prompt saved to the cache.
     r"\bslot +\w+: +id +\d+ \| task -?\d+",
     r"\bsrv +(?:params_from_|prompt_save|update_slots):",
+    # round 10: Ollama's runner reports the model loaded and serving.
+    r"\bllama runner started in \d",
 )
 # A new run of a server inside one file (appended logs): vLLM's args banner, SGLang's server args.
 RUN_BANNERS = (
