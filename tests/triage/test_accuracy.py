@@ -48,11 +48,15 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # Round 7: 61/65 and 62/65 short, 63/65 and 61/65 embedded (aibrix-1188's lone 404 stays a signal
 # inside serving noise). Round 8: 61/67 and 59/67 short, 62/67 and 59/67 embedded, two without a
 # root (a prefix-cache hit rate of 0 % and an orderly uvicorn shutdown, both with no failure word).
+# Round 10: 58/64 and 57/64 short with 3 without a root (a leak warning the healthy model knows, an
+# Ollama cache-statistics line and a llama.cpp context-shift loop, none with a failure word); 57/64 and
+# 57/64 embedded with 4 (the per-request prefix-hit delta stays a signal beside a healthy start-up).
 # The misses left are listed in blind/README.md ("after scoring").
 LEARNED_FLOOR = {
     "round6.jsonl": {"short": (65, 67, 0), "embedded": (62, 62, 4)},
     "round7.jsonl": {"short": (61, 62, 0), "embedded": (63, 61, 1)},
     "round8.jsonl": {"short": (61, 59, 2), "embedded": (62, 59, 2)},
+    "round10.jsonl": {"short": (58, 57, 3), "embedded": (57, 57, 4)},
 }
 
 

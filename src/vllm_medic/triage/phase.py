@@ -73,8 +73,9 @@ SERVED_EXTRA = (
     # llama-server: a slot picked for a task, a request's chat format, a prompt saved to the cache.
     r"\bslot +\w+: +id +\d+ \| task -?\d+",
     r"\bsrv +(?:params_from_|prompt_save|update_slots):",
-    # round 10: Ollama's runner reports the model loaded and serving.
+    # round 10: Ollama's runner reports the model loaded, its router answered a chat/generate request.
     r"\bllama runner started in \d",
+    r"\[GIN\] [^|]*\| 200 \|[^|]*\|[^|]*\| POST +\"/api/(?:chat|generate|embed\w*)\"",
 )
 # A new run of a server inside one file (appended logs): vLLM's args banner, SGLang's server args.
 RUN_BANNERS = (
