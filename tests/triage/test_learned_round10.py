@@ -196,7 +196,7 @@ def test_etcd_alone_is_not_fabric(tmp_path: Path):
     # vocabulary must not pull it into nccl_network (blind round 6's dynamo-1188 wording).
     rc = _root(
         tmp_path,
-        'ERROR dynamo_runtime::worker: Application shutdown with error: Failed to connect to etcd server with '
+        "ERROR dynamo_runtime::worker: Application shutdown with error: Failed to connect to etcd server with "
         'config ClientOptions { etcd_url: ["http://localhost:2379"], etcd_connect_options: None, attach_lease: '
         "true }\n",
     )
