@@ -191,6 +191,24 @@ def test_ollama_oom_while_the_context_is_created_stays_startup(tmp_path: Path):
     assert rc["phase"]["value"] == "startup", rc["phase"]
 
 
+_VLLM_17038 = (
+    'INFO:     172.18.0.1:45124 - "POST /tokenize HTTP/1.1" 500 Internal Server Error\n'
+    "ERROR:    Exception in ASGI application\n"
+    "Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.12/dist-packages/uvicorn/protocols/http/httptools_impl.py", line 409, in '
+    "run_asgi\n"
+    "    result = await app(  # type: ignore[func-returns-value]\n"
+)
+
+
+def test_a_request_answered_5xx_is_runtime_evidence(tmp_path: Path):
+    # vllm-project/vllm#17038: the access line that answers a request with 500 is the first anomaly of
+    # a traceback cut before its exception; a request was being handled, so the phase is evidenced.
+    rc = _root(tmp_path, _VLLM_17038)
+    assert rc is not None and rc["line"] == 1, rc
+    assert rc["phase"]["value"] == "runtime" and rc["phase"]["evidenced"], rc["phase"]
+
+
 def test_etcd_alone_is_not_fabric(tmp_path: Path):
     # Dynamo's control plane failing to reach etcd is `other` (rounds 6 and 8); round 10's metadata
     # vocabulary must not pull it into nccl_network (blind round 6's dynamo-1188 wording).

@@ -45,6 +45,9 @@ RUNTIME_TEXT = re.compile(
     # generating, the shard's Prefill/Decode methods (its warm-up has its own `Warmup`).
     r"|\bbatch\{batch_size=\d|\b(?:prefill|decode)\{id=|\b(?:compat_)?generate(?:_stream)?\{"
     r"|Request failed during generation|\binfer:send_error\b|Method (?:Prefill|Decode) encountered an error"
+    # round 10: an access-log line answering a request with 5xx, an error response that carries its
+    # request id (Ray Serve's envelope): the failure is a request's.
+    r"|\"(?:GET|POST|PUT|DELETE|PATCH) /\S* HTTP/[\d.]+\" 5\d\d\b|\(Request ID: [0-9a-fA-F-]{8,}\)"
 )
 # Words of the runtime in the root line or its neighbours (weak: they pick a phase, they do not prove it).
 RUNTIME_WORDS = re.compile(
