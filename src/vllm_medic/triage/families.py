@@ -192,13 +192,15 @@ class FamilyBook:
             rival_score = rivals[0][0] if rivals else 0.0
             if best - rival_score < self.margin:
                 return None
+            runner_up = second[2].id if second else None
             return FamilyVerdict(
                 fam,
                 best,
-                second[2].id if second else None,
+                runner_up,
                 second_score,
                 tuple(words),
-                note=f"outranks `{second[2].id if second else ''}`: its own evidence on the line, emitter or frames reaches {fam.outrank_min:g}",
+                note=f"outranks `{runner_up}`: its own evidence on the line, emitter or frames reaches "
+                f"{fam.outrank_min:g}",
             )
         return FamilyVerdict(fam, best, second[2].id if second else None, second_score, tuple(words))
 
