@@ -51,6 +51,9 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # Round 9: 57/67 and 65/67 short, 58/67 and 64/67 embedded; one without a root short (a prefix-cache
 # hit rate where none is possible), two embedded (the same, and a DEBUG `WAITING_FOR_REMOTE_KVS`
 # weak signal that stays a signal after a healthy start-up).
+# Round 10: 58/64 and 57/64 short with 3 without a root (a leak warning the healthy model knows, an
+# Ollama cache-statistics line and a llama.cpp context-shift loop, none with a failure word); 57/64 and
+# 57/64 embedded with 4 (the per-request prefix-hit delta stays a signal beside a healthy start-up).
 # The misses left are listed in blind/README.md ("after scoring").
 # The lean (data/families.yaml `lean_threshold`) costs one `other` label each in rounds 6, 8 and 9
 # (etcd connect failures, a ROCm HSA queue abort, a Ray node marked dead now lean to a family) for +6
@@ -60,6 +63,7 @@ LEARNED_FLOOR = {
     "round7.jsonl": {"short": (61, 62, 0), "embedded": (63, 61, 1)},
     "round8.jsonl": {"short": (60, 59, 2), "embedded": (61, 59, 2)},
     "round9.jsonl": {"short": (56, 65, 1), "embedded": (57, 64, 2)},
+    "round10.jsonl": {"short": (58, 57, 3), "embedded": (57, 57, 4)},
 }
 
 

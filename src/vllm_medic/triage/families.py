@@ -189,26 +189,29 @@ class FamilyBook:
                     tuple(cwords),
                     note=f"outranks `{fam.id}`: its own evidence on the line, emitter or frames reaches {challenger.outrank_min:g}",
                 )
-        own_best = scored[0][1]
-        if (
-            second
-            and second[2].id in fam.outranks
-            and second[2].id not in computed_top
-            and fam.outrank_min
-            and own_best >= fam.outrank_min
-        ):
-            # The same rule with the order reversed: the specific family leads and outranks the broad
-            # runner-up, so no margin is needed (blind round 9: a mamba cache that "can not alloc").
+        margin_needed = self.margin if margin is None else margin
+        if best - second_score < margin_needed:
+            # On top but within the margin of families it outranks: its own evidence decides, as it does
+            # from below (blind round 9: a mamba cache that "can not alloc"; round 10: a torch build
+            # without libuv, raised inside c10d's frames). The margin is then held against the best
+            # family it does not outrank, or whose computed evidence (numbers on the line) scored.
+            own_best = scored[0][1]
+            if not (fam.outrank_min and own_best >= fam.outrank_min):
+                return None
+            rivals = [s for s in scored[1:] if s[2].id not in fam.outranks or s[2].id in computed_top]
+            rival_score = rivals[0][0] if rivals else 0.0
+            if best - rival_score < margin_needed:
+                return None
+            runner_up = second[2].id if second else None
             return FamilyVerdict(
                 fam,
                 best,
-                second[2].id,
+                runner_up,
                 second_score,
                 tuple(words),
-                note=f"outranks `{second[2].id}`: its own evidence on the line, emitter or frames reaches {fam.outrank_min:g}",
+                note=f"outranks `{runner_up}`: its own evidence on the line, emitter or frames reaches "
+                f"{fam.outrank_min:g}",
             )
-        if best - second_score < (self.margin if margin is None else margin):
-            return None
         return FamilyVerdict(fam, best, second[2].id if second else None, second_score, tuple(words))
 
     def lean(

@@ -50,6 +50,9 @@ RUNTIME_TEXT = re.compile(
     # An application's own words for a failure while it served a user's request (InvokeAI's
     # `Error while invoking session …`, blind round 9).
     r"|(?i:\b(?:while|during) (?:invoking|processing|handling|serving) (?:a |the )?(?:session|request|invocation|query)\b)"
+    # round 10: an access-log line answering a request with 5xx, an error response that carries its
+    # request id (Ray Serve's envelope): the failure is a request's.
+    r"|\"(?:GET|POST|PUT|DELETE|PATCH) /\S* HTTP/[\d.]+\" 5\d\d\b|\(Request ID: [0-9a-fA-F-]{8,}\)"
 )
 # Words of the runtime in the root line or its neighbours (weak: they pick a phase, they do not prove it).
 RUNTIME_WORDS = re.compile(
@@ -58,6 +61,9 @@ RUNTIME_WORDS = re.compile(
     r"|\b(?:prefill|decode) out of memory|\bRunning: [1-9]\d* reqs"
     # Request handlers and engine steps of other engines (mistral.rs's `engine: step`, its chat handler).
     r"|\bchat_completions?\b|\bengine: step\b"
+    # round 10: a client told the model failed while running a prompt (Ollama), and ggml's compute pool,
+    # which grows while a graph is evaluated (its `look_ahead_size` / `pool_malloc` lines under the error).
+    r"|encountered while running the model|\blook_ahead_size\b|\bggml_cuda_pool_malloc\w*"
 )
 # A clause that lists what MIGHT have caused the line ("This can happen when … (OOM, preempted node,
 # etc.)", Ray's dead-node message): its words are hypotheses, not evidence of the phase (blind round 9).
@@ -87,6 +93,9 @@ SERVED_EXTRA = (
     # llama-server: a slot picked for a task, a request's chat format, a prompt saved to the cache.
     r"\bslot +\w+: +id +\d+ \| task -?\d+",
     r"\bsrv +(?:params_from_|prompt_save|update_slots):",
+    # round 10: Ollama's runner reports the model loaded, its router answered a chat/generate request.
+    r"\bllama runner started in \d",
+    r"\[GIN\] [^|]*\| 200 \|[^|]*\|[^|]*\| POST +\"/api/(?:chat|generate|embed\w*)\"",
 )
 # A new run of a server inside one file (appended logs): vLLM's args banner, SGLang's server args.
 RUN_BANNERS = (

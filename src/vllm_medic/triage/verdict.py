@@ -55,7 +55,9 @@ _PROMOTABLE = (
 _PROMOTABLE_ANYWHERE = {"nccl-info-error-return"}
 _STARTED = re.compile(r"Application startup complete|Uvicorn running on")
 # A /metrics hits counter at 0 means something only next to a queries counter that is not.
-_QUERIES_NONZERO = re.compile(r"prefix_cache_queries(?:_total)?(?:\{[^}]*\})?\s+[1-9]")
+_QUERIES_NONZERO = re.compile(
+    r"prefix_cache_queries(?:_total)?(?:\{[^}]*\})?\s+[1-9]|\bprefix_queries_delta:\s*[1-9]"
+)
 # A server that stopped in order and started again inside one file, with no failure logged: the
 # reason is outside the log (supervisor, probe, OOM killer). Reported with the lowest confidence.
 RESTART_SIG = "unexplained-restart"
