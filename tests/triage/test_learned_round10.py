@@ -218,4 +218,10 @@ def test_etcd_alone_is_not_fabric(tmp_path: Path):
         'config ClientOptions { etcd_url: ["http://localhost:2379"], etcd_connect_options: None, attach_lease: '
         "true }\n",
     )
-    assert rc is not None and rc["category"] == "other", rc
+    assert rc is not None and rc["family"] is None, rc  # no family verdict
+    # The lean (families.yaml `lean_threshold`) may point "Failed to connect" at the fabric family, and
+    # then says so at novelty confidence: rounds 6 and 8 label this `other`, round 10's Mooncake etcd
+    # failures `nccl_network`; LEARNED_FLOOR counts the two round-6/8 cases as lost.
+    assert rc["category"] == "other" or (
+        "leans to family `collective-fabric`" in rc["why"] and rc["confidence"] <= 0.4
+    ), rc
