@@ -64,6 +64,7 @@ LEARNED_FLOOR = {
     "round8.jsonl": {"short": (60, 59, 2), "embedded": (61, 59, 2)},
     "round9.jsonl": {"short": (56, 65, 1), "embedded": (57, 64, 2)},
     "round10.jsonl": {"short": (58, 57, 3), "embedded": (57, 57, 4)},
+    "round12.jsonl": {"short": (47, 56, 4), "embedded": (49, 57, 4)},
 }
 
 
