@@ -196,3 +196,13 @@ def test_triton_inference_server_is_not_the_kernel_compiler(tmp_path: Path):
         "transaction policy\n",
     )
     assert rc is not None and rc["category"] == "other", rc
+
+
+def test_the_gateways_reply_is_its_own_signature(tmp_path: Path):
+    # vllm-project/aibrix#1449 (the round's own line): "Connection refused" here is HTTP, not NCCL.
+    rc = _root(
+        tmp_path,
+        "upstream connect error or disconnect/reset before headers. reset reason: remote connection failure, "
+        "transport failure reason: delayed connect error: Connection refused\n",
+    )
+    assert rc is not None and rc["signature"] == "gateway-no-upstream" and rc["category"] == "other", rc
