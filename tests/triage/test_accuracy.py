@@ -54,17 +54,20 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # Round 10: 58/64 and 57/64 short with 3 without a root (a leak warning the healthy model knows, an
 # Ollama cache-statistics line and a llama.cpp context-shift loop, none with a failure word); 57/64 and
 # 57/64 embedded with 4 (the per-request prefix-hit delta stays a signal beside a healthy start-up).
+# Round 11: 56/64 and 60/64 short with 2 without a root (llama.cpp slot lines whose only anomaly is a
+# prompt processed with no cached tokens, no failure word); 56/64 and 59/64 embedded with 3.
 # The misses left are listed in blind/README.md ("after scoring").
-# The lean (data/families.yaml `lean_threshold`) costs one `other` label each in rounds 6, 8 and 9
-# (etcd connect failures, a ROCm HSA queue abort, a Ray node marked dead now lean to a family) for +6
-# on blind round 10 held out: the floors below are what the rounds reach with it.
+# The lean (data/families.yaml `lean_threshold`) cost one `other` label each in rounds 6, 8 and 9 for
+# +6 on blind round 10 held out; round 11's learning (etcd connect failures stay `other`, Envoy lines
+# are `other`) won rounds 6 and 8 back. The floors below are what each round reaches on the merged code.
 LEARNED_FLOOR = {
-    "round6.jsonl": {"short": (64, 67, 0), "embedded": (61, 62, 4)},
+    "round6.jsonl": {"short": (65, 67, 0), "embedded": (62, 63, 4)},
     "round7.jsonl": {"short": (61, 62, 0), "embedded": (63, 61, 1)},
-    "round8.jsonl": {"short": (60, 59, 2), "embedded": (61, 59, 2)},
+    "round8.jsonl": {"short": (62, 59, 2), "embedded": (63, 59, 2)},
     "round9.jsonl": {"short": (56, 65, 1), "embedded": (57, 64, 2)},
     "round10.jsonl": {"short": (58, 57, 3), "embedded": (57, 57, 4)},
-    "round12.jsonl": {"short": (47, 56, 4), "embedded": (49, 57, 4)},
+    "round11.jsonl": {"short": (56, 60, 2), "embedded": (56, 59, 3)},
+    "round12.jsonl": {"short": (49, 58, 2), "embedded": (51, 59, 2)},
 }
 
 

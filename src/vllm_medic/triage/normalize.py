@@ -82,6 +82,9 @@ _MPI_TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?")
 # An exception line indented by a paste (a quote in prose, a block indented by two spaces): Python
 # writes it at the margin, so the indentation is the paste's, not a traceback's code line.
 _INDENTED_EXCEPTION = re.compile(r"^[ \t]+(?=(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S)")
+# round 11: an uncaught C++ exception's message, which std::terminate prints indented under its
+# `terminate called after throwing an instance of '…'` line (`  what():  [FT][ERROR] CUDA … out of memory`).
+_CXX_WHAT = re.compile(r"^[ \t]+(?=what\(\): )")
 
 _TAGS = re.compile(r"^(?:\[[A-Za-z][\w .\-]*\]\s*)+(?:>>>\s?)?")
 _RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
@@ -319,6 +322,7 @@ def normalize_line(
     consumed = len(rest) != len(clean.lstrip(" "))
     if not consumed:
         rest = _INDENTED_EXCEPTION.sub("", clean)  # no prefix: keep the indentation, tracebacks need it
+        rest = _CXX_WHAT.sub("", rest)
     if ev.rank is None and (r := _RANK_IN_MSG.search(rest[:200])):
         ev.rank = int(r.group("n"))
     if ev.level is not None and (m := _TAGS.match(rest)):

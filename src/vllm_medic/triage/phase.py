@@ -64,6 +64,8 @@ RUNTIME_WORDS = re.compile(
     # round 10: a client told the model failed while running a prompt (Ollama), and ggml's compute pool,
     # which grows while a graph is evaluated (its `look_ahead_size` / `pool_malloc` lines under the error).
     r"|encountered while running the model|\blook_ahead_size\b|\bggml_cuda_pool_malloc\w*"
+    # round 11: the reporter's words pasted above the error: it came when a request was sent.
+    r"|\b(?:while|when|after|once) (?:I |we )?(?:post|send|sent|submit|make|made|issue)\w* (?:a |the |an? )?(?:request|query|prompt)"
 )
 # A clause that lists what MIGHT have caused the line ("This can happen when … (OOM, preempted node,
 # etc.)", Ray's dead-node message): its words are hypotheses, not evidence of the phase (blind round 9).
@@ -85,6 +87,7 @@ _CHAINED = re.compile(
     r"The above exception was the direct cause of the following exception"
     r"|During handling of the above exception, another exception occurred"
 )
+_OWN_TRACEBACK = re.compile(r"Traceback \(most recent call last\):?\s*$")
 # Served-traffic lines of other engines, screened with prefilter.SERVED_PATTERNS (scanner.build_screens):
 # SGLang's periodic decode log with running requests, TGI's router finishing a request.
 SERVED_EXTRA = (
@@ -96,6 +99,8 @@ SERVED_EXTRA = (
     # round 10: Ollama's runner reports the model loaded, its router answered a chat/generate request.
     r"\bllama runner started in \d",
     r"\[GIN\] [^|]*\| 200 \|[^|]*\|[^|]*\| POST +\"/api/(?:chat|generate|embed\w*)\"",
+    # round 11: the older llama.cpp server's slot taking a task (`slot 0 is processing [task id: 812]`).
+    r"\bslot \d+ is processing \[task id: \d+\]",
 )
 # A new run of a server inside one file (appended logs): vLLM's args banner, SGLang's server args.
 RUN_BANNERS = (
@@ -159,6 +164,10 @@ def decide(
         if (m := re.search(r"while processing method (\w+)", line)) and STARTUP_FRAMES.search(m.group(1)):
             return Phase("startup", True, [f"the next lines say `{m.group(0)}` (engine start-up)", *notes])
     chained = next((i for i, line in enumerate(after) if _CHAINED.search(line)), None)
+    if chained is None and after and _OWN_TRACEBACK.search(after[0]):
+        # round 11: the exception logged first, its own traceback right under it (`logger.exception`
+        # writing `OutOfMemoryError(...)` then `Traceback ...` through `engine_step`): the same evidence.
+        chained = 0
     chain = "\n".join([*after[chained + 1 :], *chained_frames]) if chained is not None else ""
     if chain and (m := STARTUP_FRAMES.search(chain)):
         return Phase(

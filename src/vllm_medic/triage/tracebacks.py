@@ -31,6 +31,9 @@ EXCEPTION_LINE = re.compile(
     # A dotted class name alone after the frames: a message-less exception, or one the excerpt cut
     # mid-name (`ray.exceptions.OutOfMe`, blind round 9).
     r"|^(?:[a-z_]\w*\.)+[A-Z]\w*\s*$"
+    # A binding's exception class named in lowerCamelCase after its module (pybind11's
+    # `nixl._bindings.nixlBackendError: NIXL_ERR_BACKEND`, blind round 11).
+    r"|^(?:[A-Za-z_]\w*\.)+[a-z]\w*(?:Error|Exception): "
 )
 _ERROR_BEFORE = re.compile(r"(?i)error|exception|fail")
 # A quoted `raise X(...)` statement (the code line of the frame that raised).
@@ -64,6 +67,7 @@ class _State:
         "header",
         "raise_ev",
         "raise_cont",
+        "underlined",
     )
 
     def __init__(self, start: int, header: Event | None = None) -> None:
@@ -77,6 +81,9 @@ class _State:
         self.header = header
         self.raise_ev: Event | None = None
         self.raise_cont: list[str] = []
+        # Python 3.11+ underlined the last code line with carets: the statement is part of its frame,
+        # and a bare exception below it is reported on its own line (blind round 11).
+        self.underlined = False
 
 
 def _key(ev: Event) -> tuple[object, ...]:
@@ -180,6 +187,8 @@ class TracebackFolder:
         state.lines += 1
         stripped = msg.strip()
         if not stripped or _CARETS.match(msg):
+            if stripped and state.last_code is not None:
+                state.underlined = True
             return None
         if state.after_frame and _FRAME_TAIL.match(msg):
             if state.frames:
@@ -194,7 +203,7 @@ class TracebackFolder:
             or (state.after_frame and msg.startswith(">"))
         ):
             if state.after_frame:
-                state.last_code = ev
+                state.last_code, state.underlined = ev, False
                 if RAISE_STATEMENT.match(msg) or ASSERT_STATEMENT.match(msg):
                     state.raise_ev, state.raise_cont = ev, []
             elif state.raise_ev is not None and len(state.raise_cont) < _MAX_CONTINUATION:
@@ -205,10 +214,14 @@ class TracebackFolder:
         if EXCEPTION_LINE.match(stripped):
             del self._open[key]
             chosen = ev
+            frames = state.frames
             if is_bare_exception(stripped) and state.last_code is not None and _EXC_SUFFIX.search(stripped):
-                chosen = state.last_code
+                if state.underlined:
+                    frames = [*frames, state.last_code.message.strip()[:200]]
+                else:
+                    chosen = state.last_code
             chosen.traceback_start = state.start
-            chosen.frames = state.frames
+            chosen.frames = frames
             return chosen
         state.last_code = None  # a line was emitted since: the code line no longer sits above the exception
         if not state.frames:  # a quoted raise alone, and the next line is not its exception

@@ -16,6 +16,8 @@ import re
 # The cause is printed on the following lines (a different line class from the wrapper's).
 CAUSE_FOLLOWS = re.compile(
     r"\braised:\s*$|\bLast error:\s*$|\(run with NCCL_DEBUG=(?:INFO|WARN) for details\)"
+    # round 11: std::terminate's header; the exception's own message is on its `what():` line below.
+    r"|\bterminate called after throwing an instance of '[^']+'\s*$"
 )
 # The cause is quoted inside the line and printed in full by the process that failed.
 QUOTES_CAUSE = re.compile(r"Inspect the stacktrace to find the original error")
