@@ -166,7 +166,7 @@ class PackageOrigin:
     interpreter: str | None = None
     origin: str | None = None
     vllm_installed: bool = False
-    vllm_distribution: str | None = None  # "vllm==0.11.0"
+    vllm_distribution: str | None = None  # "vllm==X.Y.Z" as pip names it
 
 
 @dataclass

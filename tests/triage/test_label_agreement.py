@@ -23,6 +23,14 @@ def test_round10_agreement_is_the_published_figure() -> None:
     assert out.stdout.count("   differ: ") == 8
 
 
+def test_round13_agreement_is_the_published_figure() -> None:
+    out = _run(BLIND / "round13.jsonl", BLIND.parent / "relabel/round13.jsonl")
+    assert out.returncode == 0, out.stderr
+    assert "68 logs labelled twice" in out.stdout
+    assert "category agreement 58/68 = 85.3 %, exact line 65/68 = 95.6 %, both 56/68 = 82.4 %" in out.stdout
+    assert "high-confidence calls: category 21/21 = 100.0 %" in out.stdout
+
+
 def test_disagreement_and_missing_rows_are_named(tmp_path: Path) -> None:
     a = tmp_path / "a.jsonl"
     b = tmp_path / "b.jsonl"
