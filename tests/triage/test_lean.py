@@ -4,39 +4,19 @@ its layer stays the layer that found it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from triage_json import blind_case, triage_json
 
-from vllm_medic.cli import app
 from vllm_medic.errors import UsageError
 from vllm_medic.triage.families import load_families, parse_families
-
-BLIND = Path(__file__).resolve().parents[1] / "data/triage/blind"
-
-
-def _case(round_file: str, case_id: str) -> dict:
-    for raw in (BLIND / round_file).read_text(encoding="utf-8").splitlines():
-        case = json.loads(raw)
-        if case["id"] == case_id:
-            return case
-    raise AssertionError(case_id)
-
-
-def _triage(tmp_path: Path, log: str) -> dict:
-    path = tmp_path / "engine.log"
-    path.write_text(log, encoding="utf-8")
-    out = CliRunner().invoke(app, ["triage", str(path), "--json"])
-    assert out.exit_code in (0, 1), out.output
-    return json.loads(out.stdout)
 
 
 def test_a_novelty_root_leans_to_the_family_its_frames_name(tmp_path: Path) -> None:
     # vllm#48093: a cut `RuntimeError: Erro` under FlashInfer's TRT-LLM decode frames.
-    case = _case("round6.jsonl", "vllm-48093")
-    result = _triage(tmp_path, case["log"])
+    case = blind_case("round6.jsonl", "vllm-48093")
+    result = triage_json(tmp_path, case["log"])
     rc = result["root_cause"]
     assert (rc["category"], rc["line"], rc["layer"]) == ("image_dependency", 12, "novelty")
     assert "leans to family `kernel-arch`" in rc["why"] and "'flashinfer' (frames" in rc["why"]
@@ -46,8 +26,8 @@ def test_a_novelty_root_leans_to_the_family_its_frames_name(tmp_path: Path) -> N
 
 def test_a_root_no_family_word_reaches_stays_other(tmp_path: Path) -> None:
     # aibrix#1357: a client's 404 from the gateway — nothing a family knows.
-    case = _case("round10.jsonl", "aibrix-1357")
-    rc = _triage(tmp_path, case["log"])["root_cause"]
+    case = blind_case("round10.jsonl", "aibrix-1357")
+    rc = triage_json(tmp_path, case["log"])["root_cause"]
     assert rc["category"] == "other"
     assert "leans to" not in rc["why"]
 

@@ -7,31 +7,18 @@ horovod report that holds the duplicate-GPU signature's example.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from vllm_medic.cli import app
-
-ROUND12 = Path(__file__).resolve().parents[1] / "data/triage/blind/round12.jsonl"
+from triage_json import blind_case, root_cause
 
 
 def _case(case_id: str) -> dict:
-    for raw in ROUND12.read_text(encoding="utf-8").splitlines():
-        case = json.loads(raw)
-        if case["id"] == case_id:
-            return case
-    raise AssertionError(case_id)
+    return blind_case("round12.jsonl", case_id)
 
 
 def _root(tmp_path: Path, log: str) -> dict:
-    path = tmp_path / "engine.log"
-    path.write_text(log, encoding="utf-8")
-    out = CliRunner().invoke(app, ["triage", str(path), "--json"])
-    assert out.exit_code in (0, 1), out.output
-    rc = json.loads(out.stdout)["root_cause"]
+    rc = root_cause(tmp_path, log)
     assert rc is not None, "no root"
     return rc
 

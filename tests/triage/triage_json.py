@@ -10,11 +10,26 @@ from typer.testing import CliRunner
 from vllm_medic.cli import app
 
 runner = CliRunner()
+BLIND = Path(__file__).resolve().parents[1] / "data/triage/blind"
 
 
-def root_cause(tmp_path: Path, text: str) -> dict:
+def blind_case(round_file: str, case_id: str) -> dict:
+    """One labelled case of a blind round file (`round12.jsonl`), by id."""
+    for raw in (BLIND / round_file).read_text(encoding="utf-8").splitlines():
+        case = json.loads(raw)
+        if case["id"] == case_id:
+            return case
+    raise AssertionError(f"{case_id} not in {round_file}")
+
+
+def triage_json(tmp_path: Path, text: str) -> dict:
+    """The whole `triage --json` document for a text."""
     log = tmp_path / "x.log"
     log.write_text(text, encoding="utf-8")
     r = runner.invoke(app, ["triage", str(log), "--json"])
     assert r.exit_code in (0, 1), r.output
-    return json.loads(r.stdout)["root_cause"]
+    return json.loads(r.stdout)
+
+
+def root_cause(tmp_path: Path, text: str) -> dict:
+    return triage_json(tmp_path, text)["root_cause"]
