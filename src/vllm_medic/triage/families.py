@@ -100,7 +100,8 @@ class FamilyBook:
     neighbour_weight: float = 0.5
     origin_weight: float = 1.0
     # A root that only the novelty or generic layer found still leans to the family its own words
-    # favour, at these lower bars (the category and its fix; the layer stays what found it).
+    # favour: `score()` at these lower bars (the category and its fix; the layer stays what found it;
+    # verdict._lean).
     lean_threshold: float = 1.0
     lean_margin: float = 0.5
     origin: str = ""
@@ -213,27 +214,6 @@ class FamilyBook:
                 f"{fam.outrank_min:g}",
             )
         return FamilyVerdict(fam, best, second[2].id if second else None, second_score, tuple(words))
-
-    def lean(
-        self,
-        message: str,
-        frames: list[str] | None = None,
-        neighbours: list[str] | None = None,
-        origin: str | None = None,
-        *,
-        cut: bool = False,
-    ) -> FamilyVerdict | None:
-        """The family a line no family claims still leans to: `score()` at the lean bars. Blind round
-        10 held out: 6 of 64 roots found by novelty as `other` got their category this way, none lost."""
-        return self.score(
-            message,
-            frames,
-            neighbours,
-            origin,
-            cut=cut,
-            threshold=self.lean_threshold,
-            margin=self.lean_margin,
-        )
 
 
 _BARE_ASSERT = re.compile(r"\s*assert\b")

@@ -296,9 +296,25 @@ def _lean(root: Hit, tier: int, families: FamilyBook) -> FamilyVerdict | None:
     """A novelty or generic root that no family claimed: the family its own words still favour."""
     if tier not in (T_NOVEL, T_GENERIC, T_RAISE) or root.family is not None or root.signature is not None:
         return None
-    ev = root.event
-    frames = ev.frames or frames_above(ev.message, root.before)
-    return families.lean(ev.message, frames, [*root.before, *root.after], ev.origin, cut=ev.cut is not None)
+    message, frames = _family_inputs(root)
+    return families.score(
+        message,
+        frames,
+        [*root.before, *root.after],
+        root.event.origin,
+        cut=root.event.cut is not None,
+        threshold=families.lean_threshold,
+        margin=families.lean_margin,
+    )
+
+
+def _family_inputs(h: Hit) -> tuple[str, list[str]]:
+    """The message and frames a family is scored on: the line's own frames (or those printed above a
+    message-less exception), else the line joined with what it wraps onto the next lines."""
+    frames = h.event.frames or frames_above(h.event.message, h.before)
+    if not frames and (wrapped := _wrapped_message(h.event.message, h.after)):
+        return wrapped, frames
+    return h.event.message, frames
 
 
 def _why(root: Hit, tier: int, promoted_count: int = 0) -> str:
@@ -363,13 +379,10 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     hits = list(acc.first.values())
     for h in hits:
         if h.signature is None:  # rescore with the full context now that the lines after it are known
-            frames = h.event.frames or frames_above(h.event.message, h.before)
-            message = h.event.message
-            if not frames and (wrapped := _wrapped_message(message, h.after)):
-                message = wrapped
-                if (sig := catalogue.classify(wrapped, [])) is not None:
-                    h.signature = sig
-                    continue
+            message, frames = _family_inputs(h)
+            if message is not h.event.message and (sig := catalogue.classify(message, [])) is not None:
+                h.signature = sig
+                continue
             h.family = families.score(
                 message, frames, [*h.before, *h.after], h.event.origin, cut=h.event.cut is not None
             )
