@@ -1,5 +1,6 @@
 """The phase cues are data (data/phase.yaml), and the phase picked when a log shows none is what the
-labels say: recomputed here over every labelled OOM (corpus + learned blind rounds + round 13)."""
+labels say: recomputed here over every labelled OOM of the corpus and the learned blind rounds (an unseen
+round is never read)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,18 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from accuracy import CORPUS, LEARNED_ROUNDS
 
 from vllm_medic.triage.api import scan_text
 from vllm_medic.triage.phase import load_cues, parse_cues
 
-DATA = Path(__file__).resolve().parents[1] / "data/triage"
-LABELLED = [DATA / "corpus.jsonl", *sorted((DATA / "blind").glob("round*.jsonl"))]
+LABELLED: list[Path] = [CORPUS, *LEARNED_ROUNDS]
 _DEFAULT_NOTE = "no start-up or serving frame or line around it"
 
 
 def _oom_cases() -> list[dict]:
     out = []
     for path in LABELLED:
-        if path.name.startswith("round14"):
-            continue  # an unseen round is never read by the tests
         for raw in path.read_text(encoding="utf-8").splitlines():
             if raw.strip() and (case := json.loads(raw))["category"].startswith("oom_"):
                 out.append(case)
