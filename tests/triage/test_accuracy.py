@@ -59,15 +59,19 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # The misses left are listed in blind/README.md ("after scoring").
 # The lean (data/families.yaml `lean_threshold`) cost one `other` label each in rounds 6, 8 and 9 for
 # +6 on blind round 10 held out; round 11's learning (etcd connect failures stay `other`, Envoy lines
-# are `other`) won rounds 6 and 8 back. The floors below are what each round reaches on the merged code.
+# are `other`) won rounds 6 and 8 back. Round 13: 49/68 and 56/68 short, 53/68 and 56/68 embedded, 7
+# without a root (cache statistics and weak warnings, no failure word); its Ray memory-monitor phase cue
+# took round 6's vllm-1160 and round 7's vllm-2669 to oom_runtime (+1 category each, short).
+# The floors below are what each round reaches on the merged code.
 LEARNED_FLOOR = {
-    "round6.jsonl": {"short": (65, 67, 0), "embedded": (62, 63, 4)},
-    "round7.jsonl": {"short": (61, 62, 0), "embedded": (63, 61, 1)},
+    "round6.jsonl": {"short": (66, 67, 0), "embedded": (62, 63, 4)},
+    "round7.jsonl": {"short": (62, 62, 0), "embedded": (63, 61, 1)},
     "round8.jsonl": {"short": (62, 59, 2), "embedded": (63, 59, 2)},
     "round9.jsonl": {"short": (56, 65, 1), "embedded": (57, 64, 2)},
     "round10.jsonl": {"short": (58, 57, 3), "embedded": (57, 57, 4)},
     "round11.jsonl": {"short": (56, 60, 2), "embedded": (56, 59, 3)},
     "round12.jsonl": {"short": (49, 58, 2), "embedded": (51, 59, 2)},
+    "round13.jsonl": {"short": (49, 56, 7), "embedded": (53, 56, 7)},
 }
 
 

@@ -185,7 +185,9 @@ def test_the_same_words_without_a_cache_emitter_are_not_cache_machinery(tmp_path
             "nccl_network",
             "gloo-socket",
         ),
-        # hiyouga/EasyR1#185: Ray's memory monitor — host RAM, not "GPU out of memory".
+        # hiyouga/EasyR1#185: Ray's memory monitor — host RAM, not "GPU out of memory". Runtime since
+        # round 13 (data/phase.yaml): the monitor kills what grew while tasks ran — here 244 of 320
+        # log-prob steps in (the start-up default had called it oom_startup).
         (
             "Compute log probs:  76%|########  | 244/320 [08:56<02:05,  1.65s/it]\n"
             "(raylet) [2025-04-02 15:02:00,117 E 135782 135782] (raylet) node_manager.cc:3069: 1 Workers "
@@ -193,7 +195,7 @@ def test_the_same_words_without_a_cache_emitter_are_not_cache_machinery(tmp_path
             "node (ID: 351e406b196f66bb45eaad02a3b8b4725babfa8cc12949432f7ad7d8, IP: 10.95.143.76) over the "
             "last time period.\n",
             2,
-            "oom_startup",
+            "oom_runtime",
             "ray-memory-monitor-kill",
         ),
         # sasha0552/pascal-pkgs-ci#13: vLLM installed under another name; "No platform" follows from it.

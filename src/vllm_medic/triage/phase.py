@@ -6,13 +6,16 @@ before the root (same run of the same file, any file by time), an engine that on
 has (`EngineDeadError`), and start-up lines just above the root (weight loading, profiling, graph
 capture). Without any of it the phase is *picked* from weaker cues (runtime words in the line such as
 `decode`/`retract`/`swap`, runtime-only frames without served traffic), reported with
-`evidenced: false` and the note "phase not evidenced"; the caller lowers its confidence.
+`evidenced: false` and the note "phase not evidenced"; the caller lowers its confidence. Those cues and
+the phase picked when nothing shows one are data: `data/phase.yaml`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
 
 # Frames that only run while the engine starts (profiling, loading, KV-cache sizing, graph capture).
 STARTUP_FRAMES = re.compile(
@@ -25,20 +28,8 @@ STARTUP_FRAMES = re.compile(
     # Graph capture and model-runner construction as SGLang names them (frames are `file.py:function`).
     r"|init_cuda_graphs?|cuda_graph_runner\.py:__init__|model_runner\.py:(?:__init__|initialize)\b"
 )
-# Frames of request serving: the scheduler loop, decode and model execution.
-RUNTIME_FRAMES = re.compile(
-    r"execute_model|\bschedule\b|\b_schedule|scheduler\.py:(?:step|schedule)|\bstep\b|step_with_batch_queue"
-    r"|run_busy_loop|event_loop_(?:normal|overlap)|run_batch|forward_batch_generation|retract_decode"
-    r"|process_batch_result|generate_sequences|_run_engine|engine_step|output_handler|create_chat_completion"
-    r"|create_completion|_preempt|forward_decode_batch|forward_decode\b|decode_step"
-    # Request-side KV work: a continuing chunked prefill, the scheduler's new prefill batch, slot
-    # allocation and prefix-cache block bookkeeping only run for real requests.
-    r"|continuation_prefill|get_new_batch_prefill|allocate_slots|cache_full_blocks"
-    # Early SGLang's router filling a batch of requests (blind round 9's sglang-165).
-    r"|forward_fill_batch|prepare_for_extend|:forward_step\b"
-    # Generation called by a script (transformers' generate/_sample): the model is loaded and running.
-    r"|\bgenerate\b|\b_sample\b|_greedy_search|_beam_search"
-)
+# Frames of request serving and the runtime's words: data (data/phase.yaml), loaded below with the
+# phase picked when nothing shows one.
 # Lines that exist only once requests are being served.
 RUNTIME_TEXT = re.compile(
     r"serving_chat\.py|serving_completion\.py|serving_engine\.py|Error in model execution"
@@ -53,19 +44,6 @@ RUNTIME_TEXT = re.compile(
     # round 10: an access-log line answering a request with 5xx, an error response that carries its
     # request id (Ray Serve's envelope): the failure is a request's.
     r"|\"(?:GET|POST|PUT|DELETE|PATCH) /\S* HTTP/[\d.]+\" 5\d\d\b|\(Request ID: [0-9a-fA-F-]{8,}\)"
-)
-# Words of the runtime in the root line or its neighbours (weak: they pick a phase, they do not prove it).
-RUNTIME_WORDS = re.compile(
-    r"(?i)\bdecode\b|retract|preempt|swap space|\brunning[- ]req|generation throughput"
-    r"|for request \S+|\bReqid\b"
-    r"|\b(?:prefill|decode) out of memory|\bRunning: [1-9]\d* reqs"
-    # Request handlers and engine steps of other engines (mistral.rs's `engine: step`, its chat handler).
-    r"|\bchat_completions?\b|\bengine: step\b"
-    # round 10: a client told the model failed while running a prompt (Ollama), and ggml's compute pool,
-    # which grows while a graph is evaluated (its `look_ahead_size` / `pool_malloc` lines under the error).
-    r"|encountered while running the model|\blook_ahead_size\b|\bggml_cuda_pool_malloc\w*"
-    # round 11: the reporter's words pasted above the error: it came when a request was sent.
-    r"|\b(?:while|when|after|once) (?:I |we )?(?:post|send|sent|submit|make|made|issue)\w* (?:a |the |an? )?(?:request|query|prompt)"
 )
 # A clause that lists what MIGHT have caused the line ("This can happen when … (OOM, preempted node,
 # etc.)", Ray's dead-node message): its words are hypotheses, not evidence of the phase (blind round 9).
@@ -112,6 +90,50 @@ RUN_BANNERS = (
 RUN_BANNER = re.compile("|".join(RUN_BANNERS))
 
 
+@dataclass(frozen=True)
+class Cues:
+    """What picks a phase when the log shows none (data/phase.yaml): a list of patterns each."""
+
+    unevidenced_default: str
+    runtime_frames: tuple[re.Pattern[str], ...]
+    runtime_words: tuple[re.Pattern[str], ...]
+
+    @staticmethod
+    def first(patterns: tuple[re.Pattern[str], ...], text: str) -> re.Match[str] | None:
+        """The leftmost match of any pattern (as one alternation would give it)."""
+        found = [m for p in patterns if (m := p.search(text))]
+        return min(found, key=lambda m: (m.start(), -len(m.group(0)))) if found else None
+
+
+def parse_cues(doc: object, origin: str = "data/phase.yaml") -> Cues:
+    """Pure: the phase data, validated (a bad entry names the file and the key)."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"{origin}: expected a mapping")
+    default = doc.get("unevidenced_default")
+    if default not in ("startup", "runtime"):
+        raise ValueError(f"{origin}: unevidenced_default must be startup or runtime, not {default!r}")
+
+    def patterns(key: str) -> tuple[re.Pattern[str], ...]:
+        items = doc.get(key)
+        if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
+            raise ValueError(f"{origin}: {key} must be a list of regular expressions")
+        try:
+            return tuple(re.compile(x) for x in items)
+        except re.error as exc:
+            raise ValueError(f"{origin}: {key}: {exc}") from exc
+
+    return Cues(default, patterns("runtime_frames"), patterns("runtime_words"))
+
+
+@lru_cache(maxsize=1)
+def load_cues() -> Cues:
+    """The shipped `data/phase.yaml` (parsed once per process)."""
+    from vllm_medic.triage.catalogue import safe_yaml
+
+    text = (resources.files("vllm_medic.triage") / "data" / "phase.yaml").read_text(encoding="utf-8")
+    return parse_cues(safe_yaml(text))
+
+
 @dataclass
 class Phase:
     value: str  # "startup" | "runtime"
@@ -140,6 +162,7 @@ def decide(
 ) -> Phase:
     """Pure: everything the caller found about the root and the server around it."""
     notes = [runs_note] if runs_note else []
+    cues = load_cues()
     joined = "\n".join(frames)
     if joined and (m := STARTUP_FRAMES.search(joined)):
         return Phase(
@@ -175,7 +198,7 @@ def decide(
             True,
             [f"the traceback chained after it runs through `{m.group(0)}` (engine start-up)", *notes],
         )
-    if chain and not joined and (m := RUNTIME_FRAMES.search(chain)):
+    if chain and not joined and (m := cues.first(cues.runtime_frames, chain)):
         return Phase(
             "runtime",
             False,
@@ -184,19 +207,19 @@ def decide(
                 *notes,
             ],
         )
-    if joined and (m := RUNTIME_FRAMES.search(joined)):
+    if joined and (m := cues.first(cues.runtime_frames, joined)):
         return Phase(
             "runtime",
             False,
             [f"the traceback runs through `{m.group(0)}`, but no served request is shown", *notes],
         )
     near = "\n".join([HEDGE.sub("", text), *before[-2:], *after[:2]])
-    if m := RUNTIME_WORDS.search(near):
+    if m := cues.first(cues.runtime_words, near):
         return Phase(
             "runtime", False, [f"the line speaks of `{m.group(0)}` (serving), nothing shows requests", *notes]
         )
-    return Phase(
-        "startup",
-        False,
-        ["no start-up or serving frame or line around it; start-up is the more common case", *notes],
-    )
+    if cues.unevidenced_default == "runtime":
+        why = "no start-up or serving frame or line around it; runtime is the more common case"
+    else:
+        why = "no start-up or serving frame or line around it; start-up is the more common case"
+    return Phase(cues.unevidenced_default, False, [why, *notes])
