@@ -87,8 +87,16 @@ class Catalogue:
         return [p.pattern for s in self.signatures for p in s.patterns]
 
     def screen_patterns(self) -> list[str]:
-        """What the bulk screen must let through: each signature's `screen` patterns, else its own."""
-        return [p for s in self.signatures for p in (s.screen or tuple(q.pattern for q in s.patterns))]
+        """What the bulk screen must let through: each signature's `screen` patterns, else its own.
+
+        Noise signatures are left out: they only take back a line another pattern made a candidate
+        (a line only they match is not an anomaly either way), and they are tested on every candidate."""
+        return [
+            p
+            for s in self.signatures
+            if s.role != "noise"
+            for p in (s.screen or tuple(q.pattern for q in s.patterns))
+        ]
 
 
 def _fail(origin: str, where: str, why: str) -> UsageError:

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, overload
 
+from vllm_medic.triage import lines as newlines
 from vllm_medic.triage.catalogue import Catalogue, Signature
 from vllm_medic.triage.families import FamilyVerdict, frames_above, load_families
+from vllm_medic.triage.lines import Block
 from vllm_medic.triage.normalize import Event, normalize_line
 from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUN_BANNER, RUN_BANNERS, SERVED_EXTRA
@@ -50,7 +52,6 @@ _OK_ACCESS = Screen([r'HTTP/[\d.]+" 2\d\d\b', r'"response_code"\s*:\s*"?2\d\d\b'
 _OK_NEEDLES = (b'" 2', b'"response_code":"2', b'"response_code": "2', b'"response_code":2')
 ACCESS_4XX = "access-4xx"
 # A block as read: a buffer reused from block to block (files), or the bytes a stream returned.
-Block = bytes | bytearray
 
 
 @dataclass
@@ -270,7 +271,7 @@ class SourceScanner:
         if not positions and not self.folder.inside:
             self._skip(block, end)
             return
-        wanted, starts, n = _candidate_lines(block, end, positions)
+        wanted, starts, n = newlines.candidates(block, end, positions)
         lines = BlockLines(block, end, n)
         self._fill_after(lines)
         base = self.line_no
@@ -315,7 +316,7 @@ class SourceScanner:
         self._update_tail_and_time(lines)
 
     def _skip(self, block: Block, end: int) -> None:
-        n = block.count(b"\n", 0, end)
+        n = newlines.count(block, 0, end)
         if n >= CONTEXT_LINES + 1 or not self.tail:
             start = end
             for _ in range(min(n, 64) + 1):
@@ -616,24 +617,6 @@ _CARRY_LINES = 64
 def _tb_material(raw: bytes) -> bool:
     """A frame or an indented (code) line: what a traceback is made of."""
     return _FRAME_BYTES in raw or raw[:1] in (b" ", b"\t")
-
-
-def _candidate_lines(block: Block, end: int, positions: list[int]) -> tuple[list[int], list[int], int]:
-    """(sorted distinct line indices of the sorted match offsets, where each of those lines starts, how
-    many lines `block[:end]` holds). One pass of newline counting over the block, in pieces."""
-    indices: list[int] = []
-    starts: list[int] = []
-    count = 0
-    last = 0
-    for pos in positions:
-        if pos >= end:
-            break
-        count += block.count(b"\n", last, pos)
-        last = pos
-        if not indices or indices[-1] != count:
-            indices.append(count)
-            starts.append(block.rfind(b"\n", 0, pos) + 1)
-    return indices, starts, count + block.count(b"\n", last, end)
 
 
 class BlockLines(Sequence[bytes]):
