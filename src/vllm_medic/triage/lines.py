@@ -11,29 +11,28 @@ from collections.abc import Sequence
 
 Block = bytes | bytearray
 
-_native = None
-if os.environ.get("VLLM_MEDIC_TRIAGE_NO_NATIVE", "") in ("", "0"):
-    try:
-        from vllm_medic.triage import _lines as _native
-    except ImportError:  # pragma: no cover - an install without a C compiler
-        _native = None
+try:
+    from vllm_medic.triage import _lines
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _lines = None  # type: ignore[assignment]  # every use checks NATIVE first
 
-ENGINE = "native" if _native is not None else "python"
+NATIVE = _lines is not None and os.environ.get("VLLM_MEDIC_TRIAGE_NO_NATIVE", "") in ("", "0")
+ENGINE = "native" if NATIVE else "python"
 
 
 def count(block: Block, start: int = 0, end: int | None = None) -> int:
     """Newlines in `block[start:end]`."""
     end = len(block) if end is None else end
-    if _native is not None:
-        return _native.count(block, start, end)
+    if NATIVE:
+        return _lines.count(block, start, end)
     return block.count(b"\n", start, end)
 
 
 def candidates(block: Block, end: int, positions: Sequence[int]) -> tuple[list[int], list[int], int]:
     """(sorted distinct line indices of the ascending match offsets below `end`, where each of those lines
     starts, how many lines `block[:end]` holds)."""
-    if _native is not None:
-        return _native.candidates(block, end, positions)
+    if NATIVE:
+        return _lines.candidates(block, end, positions)
     indices: list[int] = []
     starts: list[int] = []
     total = 0

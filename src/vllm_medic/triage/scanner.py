@@ -42,6 +42,9 @@ _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
 _FATAL_WORD = re.compile(r"\bFATAL\b|\bFatal error\b|\bpanic:")
 _RAISE_STATEMENT = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|from\b|$)")
 _MAX_RUNS = 64
+# Verdicts remembered per source for single lines (message, level): serving logs repeat a few warnings
+# thousands of times, each a candidate of the screen.
+_MAX_VERDICTS = 4096
 # `"message": "RendezvousConnectionError: ..."`: an exception quoted inside an indented JSON dump.
 _QUOTED_EXCEPTION = re.compile(
     r'^\s*"(?:message|error|msg|exception|detail)"\s*:\s*"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b'
@@ -182,6 +185,7 @@ class SourceScanner:
         self._carry: list[bytes] = []  # the previous block's last lines (a traceback may start there)
         self.total_bytes = 0
         self._refused_in_block: list[tuple[int, Hit]] = []
+        self._verdicts: dict[tuple[str, str | None], tuple[bool, Signature | None, bool]] = {}
 
     # -- block level -------------------------------------------------------------------------
     def feed_stream(self, stream: IO[bytes]) -> None:
@@ -378,10 +382,10 @@ class SourceScanner:
 
     # -- line level --------------------------------------------------------------------------
     def _consider(self, ev: Event, lines: Sequence[bytes], idx: int, base: int) -> None:
-        if RUN_BANNER.search(ev.message):
+        banner, sig, generic = self._verdict(ev)
+        if banner:
             self._new_run(ev, lines, idx, base)
             return
-        sig, generic = classify(self.cat, ev)
         if sig is not None and sig.role == "noise":
             return
         kind = "signature" if sig is not None else unclaimed_kind(ev, generic)
@@ -413,6 +417,19 @@ class SourceScanner:
         ]
         if len(hit.after) < CONTEXT_LINES:
             self.pending_after.append(hit)
+
+    def _verdict(self, ev: Event) -> tuple[bool, Signature | None, bool]:
+        """(is a restart banner, `classify`), remembered for a single line: without frames its message
+        and level are all either reads."""
+        if ev.frames or ev.traceback_start is not None:
+            return _line_verdict(self.cat, ev)
+        key = (ev.message, ev.level)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            if len(self._verdicts) >= _MAX_VERDICTS:
+                self._verdicts.clear()
+            verdict = self._verdicts[key] = _line_verdict(self.cat, ev)
+        return verdict
 
     def _fold_carry(self, base: int) -> None:
         """A candidate at the top of a block whose frames started in the block before (or in the part
@@ -484,6 +501,12 @@ class SourceScanner:
             if ev.timestamp is not None:
                 return ev.timestamp
         return self.last_ts
+
+
+def _line_verdict(catalogue: Catalogue, ev: Event) -> tuple[bool, Signature | None, bool]:
+    if RUN_BANNER.search(ev.message):
+        return True, None, False
+    return (False, *classify(catalogue, ev))
 
 
 def unclaimed_kind(ev: Event, generic: bool) -> str | None:
