@@ -666,9 +666,15 @@ class BlockLines(Sequence[bytes]):
 
     def start(self, i: int) -> int:
         """Offset where line `i` starts (0 <= i <= len: line len "starts" at `end`)."""
-        j, off = min(
-            (self._anchor, self._last, (0, 0), (self._n, self.end)), key=lambda known: abs(known[0] - i)
-        )
+        # The nearest known start, ties to the first (anchor, last lookup, block start, block end).
+        j, off = self._anchor
+        last = self._last
+        if abs(last[0] - i) < abs(j - i):
+            j, off = last
+        if i < abs(j - i):
+            j, off = 0, 0
+        if self._n - i < abs(j - i):
+            j, off = self._n, self.end
         block = self.block
         while j < i:
             off = block.find(b"\n", off, self.end) + 1
