@@ -14,6 +14,7 @@ from typing import Any
 
 from vllm_medic.errors import UsageError
 from vllm_medic.model import CATEGORY_VALUES
+from vllm_medic.triage.lazy_regex import LazyRegex, Regex
 
 ROLES = ("root", "cascade", "noise")
 STRONG_PRIORITY = 50  # roots below this are weak signals: they win only when no strong root exists
@@ -36,14 +37,14 @@ _SIG_KEYS = {
 @dataclass(frozen=True)
 class Signature:
     id: str
-    patterns: tuple[re.Pattern[str], ...]
+    patterns: tuple[Regex, ...]
     category: str
     role: str
     priority: int
     title: str
     fix: tuple[str, ...] = ()
     docs: tuple[str, ...] = ()
-    traceback_patterns: tuple[re.Pattern[str], ...] = ()
+    traceback_patterns: tuple[Regex, ...] = ()
     runtime_category: str | None = None
     origin: str = ""
     # Real lines this signature must claim, each with the public URL (or test-data path) it came from.
@@ -87,22 +88,33 @@ class Catalogue:
         return [p.pattern for s in self.signatures for p in s.patterns]
 
     def screen_patterns(self) -> list[str]:
-        """What the bulk screen must let through: each signature's `screen` patterns, else its own."""
-        return [p for s in self.signatures for p in (s.screen or tuple(q.pattern for q in s.patterns))]
+        """What the bulk screen must let through: each signature's `screen` patterns, else its own.
+
+        Noise signatures are left out: they only take back a line another pattern made a candidate
+        (a line only they match is not an anomaly either way), and they are tested on every candidate."""
+        return [
+            p
+            for s in self.signatures
+            if s.role != "noise"
+            for p in (s.screen or tuple(q.pattern for q in s.patterns))
+        ]
 
 
 def _fail(origin: str, where: str, why: str) -> UsageError:
     return UsageError(f"catalogue {origin}: {where}: {why}")
 
 
-def _compile(origin: str, where: str, items: Any) -> tuple[re.Pattern[str], ...]:
+def _compile(origin: str, where: str, items: Any, *, lazy: bool = False) -> tuple[Regex, ...]:
+    """Validated patterns; `lazy` (the shipped files, compiled by the tests): compiled on first use."""
     if items is None:
         return ()
     if isinstance(items, str):
         items = [items]
     if not isinstance(items, list) or not all(isinstance(p, str) and p for p in items):
         raise _fail(origin, where, "patterns must be a list of non-empty regular expressions")
-    out = []
+    if lazy:
+        return tuple(LazyRegex(p) for p in items)
+    out: list[Regex] = []
     for p in items:
         try:
             out.append(re.compile(p))
@@ -130,7 +142,7 @@ def _linear_time(sig: Signature) -> Signature:
     except ImportError:
         re2 = None
 
-    def one(p: re.Pattern[str], field: str) -> Any:
+    def one(p: Regex, field: str) -> Any:
         if re2 is not None:
             try:
                 return re2.compile(p.pattern)
@@ -178,7 +190,7 @@ def _examples(origin: str, where: str, value: Any) -> tuple[tuple[str, str], ...
     return tuple(out)
 
 
-def parse_signature(entry: Any, origin: str, index: int) -> Signature:
+def parse_signature(entry: Any, origin: str, index: int, *, lazy: bool = False) -> Signature:
     where = f"entry {index + 1}"
     if not isinstance(entry, dict):
         raise _fail(origin, where, "each signature must be a mapping")
@@ -203,14 +215,14 @@ def parse_signature(entry: Any, origin: str, index: int) -> Signature:
     priority = entry.get("priority", 60 if role == "root" else 0)
     if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 100:
         raise _fail(origin, where, "priority must be an integer 0-100")
-    patterns = _compile(origin, where, entry.get("patterns"))
-    tb_patterns = _compile(origin, where, entry.get("traceback_patterns"))
+    patterns = _compile(origin, where, entry.get("patterns"), lazy=lazy)
+    tb_patterns = _compile(origin, where, entry.get("traceback_patterns"), lazy=lazy)
     if not patterns and not tb_patterns:
         raise _fail(origin, where, "needs at least one of `patterns` or `traceback_patterns`")
     title = entry.get("title")
     if not isinstance(title, str) or not title.strip():
         raise _fail(origin, where, "needs a `title`")
-    screen = tuple(p.pattern for p in _compile(origin, f"{where} screen", entry.get("screen")))
+    screen = tuple(p.pattern for p in _compile(origin, f"{where} screen", entry.get("screen"), lazy=lazy))
     if screen and not patterns:
         raise _fail(origin, where, "`screen` stands in for `patterns`: give the patterns too")
     return Signature(
@@ -230,7 +242,7 @@ def parse_signature(entry: Any, origin: str, index: int) -> Signature:
     )
 
 
-def _parse_document(doc: Any, origin: str, cat: Catalogue) -> None:
+def _parse_document(doc: Any, origin: str, cat: Catalogue, *, lazy: bool = False) -> None:
     if doc is None:
         return
     if isinstance(doc, list):
@@ -253,7 +265,7 @@ def _parse_document(doc: Any, origin: str, cat: Catalogue) -> None:
         raise _fail(origin, "signatures", "must be a list")
     seen = {s.id for s in cat.signatures}
     for i, entry in enumerate(entries):
-        sig = parse_signature(entry, origin, i)
+        sig = parse_signature(entry, origin, i, lazy=lazy)
         if sig.id in seen:
             # A later file may override a shipped signature by reusing its id.
             cat.signatures = [s for s in cat.signatures if s.id != sig.id]
@@ -292,7 +304,9 @@ def load_catalogue(extra: list[Path] | tuple[Path, ...] = ()) -> Catalogue:
         (p for p in shipped.iterdir() if p.name.endswith((".yaml", ".yml"))), key=lambda p: p.name
     ):
         origin = f"catalogue/{entry.name}"
-        _parse_document(_load_yaml(entry.read_text(encoding="utf-8"), origin, shipped=True), origin, cat)
+        _parse_document(
+            _load_yaml(entry.read_text(encoding="utf-8"), origin, shipped=True), origin, cat, lazy=True
+        )
         cat.files.append(origin)
     if extra:
         user = Catalogue()

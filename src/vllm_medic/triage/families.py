@@ -16,6 +16,7 @@ from typing import Any
 
 from vllm_medic.errors import UsageError
 from vllm_medic.model import CATEGORY_VALUES
+from vllm_medic.triage.lazy_regex import LazyRegex, Regex
 
 _FAMILY_KEYS = {
     "id",
@@ -54,7 +55,7 @@ class Family:
     id: str
     category: str
     title: str
-    words: tuple[tuple[re.Pattern[str], float], ...]
+    words: tuple[tuple[Regex, float], ...]
     runtime_category: str | None = None
     examples: tuple[Example, ...] = ()
     # A more specific family beats the listed broader ones whenever its own words, found in the line,
@@ -93,7 +94,7 @@ class FamilyVerdict:
 @dataclass
 class FamilyBook:
     families: list[Family] = field(default_factory=list)
-    failure_words: tuple[re.Pattern[str], ...] = ()
+    failure_words: tuple[Regex, ...] = ()
     threshold: float = 4.0
     margin: float = 2.0
     frame_weight: float = 0.6
@@ -307,7 +308,11 @@ def _number(origin: str, where: str, value: Any, default: float) -> float:
     return float(value)
 
 
-def _words(origin: str, where: str, value: Any) -> tuple[tuple[re.Pattern[str], float], ...]:
+def _regex(pattern: str, lazy: bool) -> Regex:
+    return LazyRegex(pattern) if lazy else re.compile(pattern)
+
+
+def _words(origin: str, where: str, value: Any, lazy: bool) -> tuple[tuple[Regex, float], ...]:
     if not isinstance(value, dict) or not value:
         raise _fail(origin, where, "`words` must be a non-empty mapping of regular expression -> weight")
     out = []
@@ -316,7 +321,7 @@ def _words(origin: str, where: str, value: Any) -> tuple[tuple[re.Pattern[str], 
             raise _fail(origin, where, "every word must be a non-empty regular expression")
         w = _number(origin, f"{where} {pattern!r}", weight, 0.0)
         try:
-            out.append((re.compile(pattern), w))
+            out.append((_regex(pattern, lazy), w))
         except re.error as exc:
             raise _fail(origin, where, f"bad regular expression {pattern!r}: {exc}") from None
     return tuple(out)
@@ -341,7 +346,9 @@ def _examples(origin: str, where: str, value: Any) -> tuple[Example, ...]:
     return tuple(out)
 
 
-def parse_families(doc: Any, origin: str) -> FamilyBook:
+def parse_families(doc: Any, origin: str, *, lazy: bool = False) -> FamilyBook:
+    """The families document, validated; `lazy` (the shipped file, compiled by the tests): its regular
+    expressions are compiled on first use."""
     if not isinstance(doc, dict):
         raise _fail(origin, "top level", "must be a mapping with `families:`")
     unknown = set(doc) - _TOP_KEYS
@@ -361,7 +368,7 @@ def parse_families(doc: Any, origin: str) -> FamilyBook:
     if not isinstance(fw, list) or not all(isinstance(p, str) and p for p in fw):
         raise _fail(origin, "failure_words", "must be a list of regular expressions")
     try:
-        book.failure_words = tuple(re.compile(p) for p in fw)
+        book.failure_words = tuple(_regex(p, lazy) for p in fw)
     except re.error as exc:
         raise _fail(origin, "failure_words", f"bad regular expression: {exc}") from None
     entries = doc.get("families")
@@ -400,7 +407,7 @@ def parse_families(doc: Any, origin: str) -> FamilyBook:
                 id=fid,
                 category=entry["category"],
                 title=title.strip(),
-                words=_words(origin, where, entry.get("words")),
+                words=_words(origin, where, entry.get("words"), lazy),
                 runtime_category=entry.get("runtime_category"),
                 examples=_examples(origin, where, entry.get("examples")),
                 outranks=tuple(outranks),
@@ -431,4 +438,4 @@ def load_families() -> FamilyBook:
         doc = safe_yaml(text)
     except yaml.YAMLError as exc:
         raise _fail(origin, "YAML", str(exc).splitlines()[0] if str(exc) else "cannot parse") from None
-    return parse_families(doc, origin)
+    return parse_families(doc, origin, lazy=True)

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, overload
 
+from vllm_medic.triage import lines as newlines
 from vllm_medic.triage.catalogue import Catalogue, Signature
 from vllm_medic.triage.families import FamilyVerdict, frames_above, load_families
+from vllm_medic.triage.lines import Block
 from vllm_medic.triage.normalize import Event, normalize_line
 from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUN_BANNER, RUN_BANNERS, SERVED_EXTRA
@@ -40,6 +42,9 @@ _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
 _FATAL_WORD = re.compile(r"\bFATAL\b|\bFatal error\b|\bpanic:")
 _RAISE_STATEMENT = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|from\b|$)")
 _MAX_RUNS = 64
+# Verdicts remembered per source for single lines (message, level): serving logs repeat a few warnings
+# thousands of times, each a candidate of the screen.
+_MAX_VERDICTS = 4096
 # `"message": "RendezvousConnectionError: ..."`: an exception quoted inside an indented JSON dump.
 _QUOTED_EXCEPTION = re.compile(
     r'^\s*"(?:message|error|msg|exception|detail)"\s*:\s*"(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)\b'
@@ -50,7 +55,6 @@ _OK_ACCESS = Screen([r'HTTP/[\d.]+" 2\d\d\b', r'"response_code"\s*:\s*"?2\d\d\b'
 _OK_NEEDLES = (b'" 2', b'"response_code":"2', b'"response_code": "2', b'"response_code":2')
 ACCESS_4XX = "access-4xx"
 # A block as read: a buffer reused from block to block (files), or the bytes a stream returned.
-Block = bytes | bytearray
 
 
 @dataclass
@@ -181,6 +185,7 @@ class SourceScanner:
         self._carry: list[bytes] = []  # the previous block's last lines (a traceback may start there)
         self.total_bytes = 0
         self._refused_in_block: list[tuple[int, Hit]] = []
+        self._verdicts: dict[tuple[str, str | None], tuple[bool, Signature | None, bool]] = {}
 
     # -- block level -------------------------------------------------------------------------
     def feed_stream(self, stream: IO[bytes]) -> None:
@@ -270,7 +275,7 @@ class SourceScanner:
         if not positions and not self.folder.inside:
             self._skip(block, end)
             return
-        wanted, starts, n = _candidate_lines(block, end, positions)
+        wanted, starts, n = newlines.candidates(block, end, positions)
         lines = BlockLines(block, end, n)
         self._fill_after(lines)
         base = self.line_no
@@ -315,7 +320,7 @@ class SourceScanner:
         self._update_tail_and_time(lines)
 
     def _skip(self, block: Block, end: int) -> None:
-        n = block.count(b"\n", 0, end)
+        n = newlines.count(block, 0, end)
         if n >= CONTEXT_LINES + 1 or not self.tail:
             start = end
             for _ in range(min(n, 64) + 1):
@@ -377,10 +382,10 @@ class SourceScanner:
 
     # -- line level --------------------------------------------------------------------------
     def _consider(self, ev: Event, lines: Sequence[bytes], idx: int, base: int) -> None:
-        if RUN_BANNER.search(ev.message):
+        banner, sig, generic = self._verdict(ev)
+        if banner:
             self._new_run(ev, lines, idx, base)
             return
-        sig, generic = classify(self.cat, ev)
         if sig is not None and sig.role == "noise":
             return
         kind = "signature" if sig is not None else unclaimed_kind(ev, generic)
@@ -412,6 +417,19 @@ class SourceScanner:
         ]
         if len(hit.after) < CONTEXT_LINES:
             self.pending_after.append(hit)
+
+    def _verdict(self, ev: Event) -> tuple[bool, Signature | None, bool]:
+        """(is a restart banner, `classify`), remembered for a single line: without frames its message
+        and level are all either reads."""
+        if ev.frames or ev.traceback_start is not None:
+            return _line_verdict(self.cat, ev)
+        key = (ev.message, ev.level)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            if len(self._verdicts) >= _MAX_VERDICTS:
+                self._verdicts.clear()
+            verdict = self._verdicts[key] = _line_verdict(self.cat, ev)
+        return verdict
 
     def _fold_carry(self, base: int) -> None:
         """A candidate at the top of a block whose frames started in the block before (or in the part
@@ -483,6 +501,12 @@ class SourceScanner:
             if ev.timestamp is not None:
                 return ev.timestamp
         return self.last_ts
+
+
+def _line_verdict(catalogue: Catalogue, ev: Event) -> tuple[bool, Signature | None, bool]:
+    if RUN_BANNER.search(ev.message):
+        return True, None, False
+    return (False, *classify(catalogue, ev))
 
 
 def unclaimed_kind(ev: Event, generic: bool) -> str | None:
@@ -618,24 +642,6 @@ def _tb_material(raw: bytes) -> bool:
     return _FRAME_BYTES in raw or raw[:1] in (b" ", b"\t")
 
 
-def _candidate_lines(block: Block, end: int, positions: list[int]) -> tuple[list[int], list[int], int]:
-    """(sorted distinct line indices of the sorted match offsets, where each of those lines starts, how
-    many lines `block[:end]` holds). One pass of newline counting over the block, in pieces."""
-    indices: list[int] = []
-    starts: list[int] = []
-    count = 0
-    last = 0
-    for pos in positions:
-        if pos >= end:
-            break
-        count += block.count(b"\n", last, pos)
-        last = pos
-        if not indices or indices[-1] != count:
-            indices.append(count)
-            starts.append(block.rfind(b"\n", 0, pos) + 1)
-    return indices, starts, count + block.count(b"\n", last, end)
-
-
 class BlockLines(Sequence[bytes]):
     """The lines of `block[:end]` (without their newlines) as a read-only sequence, each cut out on
     demand by walking newline to newline from the nearest line whose start is known: the block's two
@@ -660,9 +666,15 @@ class BlockLines(Sequence[bytes]):
 
     def start(self, i: int) -> int:
         """Offset where line `i` starts (0 <= i <= len: line len "starts" at `end`)."""
-        j, off = min(
-            (self._anchor, self._last, (0, 0), (self._n, self.end)), key=lambda known: abs(known[0] - i)
-        )
+        # The nearest known start, ties to the first (anchor, last lookup, block start, block end).
+        j, off = self._anchor
+        last = self._last
+        if abs(last[0] - i) < abs(j - i):
+            j, off = last
+        if i < abs(j - i):
+            j, off = 0, 0
+        if self._n - i < abs(j - i):
+            j, off = self._n, self.end
         block = self.block
         while j < i:
             off = block.find(b"\n", off, self.end) + 1

@@ -1,0 +1,6 @@
+from collections.abc import Sequence
+
+from typing_extensions import Buffer
+
+def count(buffer: Buffer, start: int = ..., end: int = ..., /) -> int: ...
+def candidates(buffer: Buffer, end: int, positions: Sequence[int], /) -> tuple[list[int], list[int], int]: ...
