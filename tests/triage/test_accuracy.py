@@ -60,14 +60,20 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # The lean (data/families.yaml `lean_threshold`) cost one `other` label each in rounds 6, 8 and 9 for
 # +6 on blind round 10 held out; round 11's learning (etcd connect failures stay `other`, Envoy lines
 # are `other`) won rounds 6 and 8 back. The floors below are what each round reaches on the merged code.
+# The weak layer (triage/weak.py, data/weak_cues.yaml) took the no-root count down where a log's only
+# anomaly is a weak cue: round 8 short 2 -> 1 (vLLM 0.8's `hit rate: GPU: 0.00%`), round 10 short
+# 3 -> 2 and embedded 4 -> 2 (`slot unavailable`, a zero-hit benchmark's `fallback`), round 11 short
+# 2 -> 1 (`n_cache_tokens=0`), round 12 short 2 -> 0 (LMCache's `not found, skipping`, `f_keep: 0.00`)
+# and embedded 2 -> 1 (the `f_keep` statistic does not count beside a healthy start-up); no category
+# or line was lost on any round.
 LEARNED_FLOOR = {
     "round6.jsonl": {"short": (65, 67, 0), "embedded": (62, 63, 4)},
     "round7.jsonl": {"short": (61, 62, 0), "embedded": (63, 61, 1)},
-    "round8.jsonl": {"short": (62, 59, 2), "embedded": (63, 59, 2)},
+    "round8.jsonl": {"short": (63, 60, 1), "embedded": (63, 59, 2)},
     "round9.jsonl": {"short": (56, 65, 1), "embedded": (57, 64, 2)},
-    "round10.jsonl": {"short": (58, 57, 3), "embedded": (57, 57, 4)},
-    "round11.jsonl": {"short": (56, 60, 2), "embedded": (56, 59, 3)},
-    "round12.jsonl": {"short": (49, 58, 2), "embedded": (51, 59, 2)},
+    "round10.jsonl": {"short": (59, 57, 2), "embedded": (58, 57, 2)},
+    "round11.jsonl": {"short": (57, 61, 1), "embedded": (56, 59, 3)},
+    "round12.jsonl": {"short": (51, 59, 0), "embedded": (52, 60, 1)},
 }
 
 

@@ -138,3 +138,13 @@ def test_bad_cue_files_are_refused():
         parse_cues({"cues": [{"id": "x", "patterns": ["("]}]}, "t")
     with pytest.raises(UsageError):
         parse_cues({"cues": [{"id": "x", "patterns": ["a"], "unless": "sometimes"}]}, "t")
+
+
+def test_weak_words_do_not_count_on_info_lines(tmp_path):
+    """`not found, using defaults` at INFO is the program saying what it did about it; the same
+    words at WARNING are a weak root."""
+    line = "{lv} 05-11 12:04:19 [loader.py:88] Tokenizer config file not found, using defaults\n"
+    assert root_cause(tmp_path, line.format(lv="INFO")) is None
+    rc = root_cause(tmp_path, line.format(lv="WARNING"))
+    assert (rc["layer"], rc["signature"]) == ("weak", "weak-weak-word")
+    assert "WARNING line" in rc["why"]

@@ -40,6 +40,7 @@ _WARNING_LEVELS = {"WARNING", "WARN"}
 _PY_WARNING = re.compile(r"\b[A-Z]\w*Warning:")
 _STARTED = re.compile(r"Application startup complete|Uvicorn running on")
 _UNLESS = {None, "started", "answered_2xx"}
+_MEMO_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Cue:
     unless: str | None = None
     category: str | None = None
     examples: tuple[tuple[str, str], ...] = ()
+    skip_levels: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def parse_cues(doc: Any, origin: str) -> tuple[Cue, ...]:
                 unless=raw.get("unless"),
                 category=raw.get("category"),
                 examples=tuple((str(e["line"]), str(e.get("source", ""))) for e in raw.get("examples") or []),
+                skip_levels=frozenset(str(x).upper() for x in raw.get("skip_levels") or []),
             )
         )
     return tuple(out)
@@ -125,6 +128,8 @@ def cue_of(
         return None
     healthy: bool | None = None
     for cue in cues:
+        if ev.level is not None and ev.level.upper() in cue.skip_levels:
+            continue
         m = next((m for p in cue.patterns if (m := p.search(message))), None)
         if m is None:
             continue
@@ -231,12 +236,19 @@ def find_weak(
     cues = load_cues()
     ctx = context_of(acc)
     found: list[WeakFind] = []
+    memo: dict[tuple[str, bool], tuple[Cue, str] | None] = {}
     for index, src in streams:
         if src.opener is None:
             continue
 
         def judge_line(ev: Event, i: int = index) -> tuple[Cue, str] | None:
-            return cue_of(ev, cues, ctx, i, catalogue)
+            # Recurring lines (a warning every few hundred lines) are judged once per message.
+            key = (ev.message, i in ctx.answered)
+            if key not in memo:
+                if len(memo) >= _MEMO_MAX:
+                    memo.clear()
+                memo[key] = cue_of(ev, cues, ctx, i, catalogue)
+            return memo[key]
 
         try:
             with src.opener() as stream:
