@@ -62,16 +62,23 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # are `other`) won rounds 6 and 8 back. Round 13: 49/68 and 56/68 short, 53/68 and 56/68 embedded, 7
 # without a root (cache statistics and weak warnings, no failure word); its Ray memory-monitor phase cue
 # took round 6's vllm-1160 and round 7's vllm-2669 to oom_runtime (+1 category each, short).
+# The weak layer (triage/weak.py, data/weak_cues.yaml) took the no-root count down where a log's only
+# anomaly is a weak cue: round 8 short 2 -> 1 (vLLM 0.8's `hit rate: GPU: 0.00%`), round 10 short
+# 3 -> 2 and embedded 4 -> 2 (`slot unavailable`, a zero-hit benchmark's `fallback`), round 11 short
+# 2 -> 1 (`n_cache_tokens=0`), round 12 short 2 -> 0 (LMCache's `not found, skipping`, `f_keep: 0.00`)
+# and embedded 2 -> 1 (the `f_keep` statistic does not count beside a healthy start-up); no category
+# or line was lost on any round.
+# Merged (round-13 learning + weak layer), round 13 reaches 53/68, 60/68, 2 short and 56, 59, 3 embedded.
 # The floors below are what each round reaches on the merged code.
 LEARNED_FLOOR = {
     "round6.jsonl": {"short": (66, 67, 0), "embedded": (62, 63, 4)},
     "round7.jsonl": {"short": (62, 62, 0), "embedded": (63, 61, 1)},
-    "round8.jsonl": {"short": (62, 59, 2), "embedded": (63, 59, 2)},
+    "round8.jsonl": {"short": (63, 60, 1), "embedded": (63, 59, 2)},
     "round9.jsonl": {"short": (56, 65, 1), "embedded": (57, 64, 2)},
-    "round10.jsonl": {"short": (58, 57, 3), "embedded": (57, 57, 4)},
-    "round11.jsonl": {"short": (56, 60, 2), "embedded": (56, 59, 3)},
-    "round12.jsonl": {"short": (49, 58, 2), "embedded": (51, 59, 2)},
-    "round13.jsonl": {"short": (49, 56, 7), "embedded": (53, 56, 7)},
+    "round10.jsonl": {"short": (59, 57, 2), "embedded": (58, 57, 2)},
+    "round11.jsonl": {"short": (57, 61, 1), "embedded": (56, 59, 3)},
+    "round12.jsonl": {"short": (51, 59, 0), "embedded": (52, 60, 1)},
+    "round13.jsonl": {"short": (53, 60, 2), "embedded": (56, 59, 3)},
 }
 
 

@@ -18,7 +18,8 @@ from vllm_medic.triage.normalize import timestamp_str
 from vllm_medic.triage.parallel import jobs_for, merge, scan_in_workers
 from vllm_medic.triage.scanner import Accumulator, SourceScanner, build_screens
 from vllm_medic.triage.sources import LogSource, check_inputs, expand_inputs, iter_streams
-from vllm_medic.triage.verdict import Verdict, judge, to_findings
+from vllm_medic.triage.verdict import Verdict, judge, sort_hits, to_findings, weak_verdict
+from vllm_medic.triage.weak import find_weak
 
 __all__ = ["Anomaly", "TriageResult", "follow", "scan_text", "triage"]
 
@@ -44,7 +45,7 @@ class TriageResult:
             root = {
                 "category": v.category,
                 "layer": v.layer,
-                "signature": v.root.sig_id,
+                "signature": v.root_id,
                 "family": v.root.family.family.id if v.root.family is not None and sig is None else None,
                 "title": v.title or (sig.title if sig else "earliest error line (no known signature)"),
                 "source": ev.source,
@@ -148,7 +149,27 @@ def _scan(
                 break
     if sources and failed == len(sources) and not interrupted:
         raise ToolError("nothing could be read: " + "; ".join(warnings))
-    return TriageResult(judge(acc, catalogue), described, warnings, catalogue.files, interrupted)
+    verdict = judge(acc, catalogue)
+    if verdict.root is None and not interrupted:
+        # The last layer before "no root": a second look at the files for a weak failure cue (weak.py).
+        find = find_weak(_replayable(sources, described), acc, catalogue, sort_hits)
+        if find is not None:
+            verdict = weak_verdict(find, acc, catalogue, verdict)
+    return TriageResult(verdict, described, warnings, catalogue.files, interrupted)
+
+
+def _replayable(sources: list[LogSource], described: list[dict[str, Any]]) -> list[tuple[int, LogSource]]:
+    """(stream index, source) of the sources that can be read a second time (files, text): the index
+    is the one the scan gave the source's stream (a command's stdout and stderr are two streams)."""
+    out: list[tuple[int, LogSource]] = []
+    k = 0
+    for src in sources:
+        first = k
+        while k < len(described) and described[k]["name"] in (src.name, f"{src.name} (stderr)"):
+            k += 1
+        if src.replayable and k > first:
+            out.append((first, src))
+    return out
 
 
 def triage(
@@ -179,7 +200,7 @@ def scan_text(
     """Triage a string (one log)."""
     catalogue = load_catalogue(list(catalogue_paths))
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    src = LogSource(name=source, opener=lambda: io.BytesIO(data))
+    src = LogSource(name=source, opener=lambda: io.BytesIO(data), replayable=True)
     return _scan([src], catalogue, [])
 
 

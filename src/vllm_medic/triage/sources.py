@@ -43,6 +43,8 @@ class LogSource:
     rank: int | None = None
     node: str | None = None
     path: Path | None = None
+    # Can be opened and read again (files, text): the weak layer's second look (weak.py) needs it.
+    replayable: bool = False
 
 
 def _rank_from_name(name: str) -> int | None:
@@ -87,7 +89,7 @@ def _file_source(path: Path, warnings: list[str]) -> LogSource | None:
             return gzip.open(path, "rb")  # type: ignore[return-value]
         return path.open("rb", buffering=0)
 
-    return LogSource(name=name, opener=opener, rank=_rank_from_name(name), path=path)
+    return LogSource(name=name, opener=opener, rank=_rank_from_name(name), path=path, replayable=True)
 
 
 def _expand_path(arg: str, warnings: list[str]) -> list[Path]:

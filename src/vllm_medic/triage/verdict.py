@@ -19,6 +19,7 @@ from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUNTIME_SIGNATURES, RUNTIME_TEXT, Phase
 from vllm_medic.triage.phase import decide as phase_decide
 from vllm_medic.triage.scanner import Accumulator, Hit, SigStats
+from vllm_medic.triage.weak import CONF_WEAK, LAYER_WEAK, WeakFind, default_category, describe, title_of
 from vllm_medic.triage.wrappers import WINDOW_LINES
 
 LAYER_SIGNATURE, LAYER_FAMILY, LAYER_NOVELTY, LAYER_GENERIC = "signature", "family", "novelty", "generic"
@@ -86,6 +87,14 @@ class Verdict:
     title: str | None = None
     phase: Phase | None = None
     runs_note: str | None = None
+    # The weak layer's cue (weak.py), when it found the root: the root's id is then `weak-<cue>`.
+    weak_cue: str | None = None
+
+    @property
+    def root_id(self) -> str | None:
+        if self.root is None:
+            return None
+        return f"weak-{self.weak_cue}" if self.weak_cue else self.root.sig_id
 
 
 def _tier(hit: Hit) -> int:
@@ -129,6 +138,9 @@ def earlier(a: Hit, b: Hit) -> int:
 
 def _sorted(hits: list[Hit]) -> list[Hit]:
     return sorted(hits, key=functools.cmp_to_key(earlier))
+
+
+sort_hits = _sorted  # hits in time order, for the weak layer (weak.find_weak)
 
 
 def decide_phase(
@@ -516,6 +528,54 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     )
 
 
+def weak_verdict(find: WeakFind, acc: Accumulator, catalogue: Catalogue, base: Verdict) -> Verdict:
+    """The verdict for a root only the weak layer found (weak.py): its cue's category, else the
+    family its words lean to, else `other`; the lowest confidence; `why` names the cue."""
+    families = load_families()
+    root = find.hit
+    category, runtime_category = default_category(find), None
+    lean = None
+    if find.cue.category is None:
+        lean = families.score(
+            root.event.message,
+            [],
+            [*root.before, *root.after],
+            root.event.origin,
+            threshold=families.lean_threshold,
+            margin=families.lean_margin,
+        )
+        if lean is not None:
+            category, runtime_category = lean.family.category, lean.family.runtime_category
+    pool = list(acc.first.values())
+    phase = decide_phase(root, acc, pool)
+    confidence = CONF_WEAK
+    if runtime_category:
+        if phase.value == "runtime":
+            category = runtime_category
+        if not phase.evidenced:
+            confidence = max(0.05, confidence - PHASE_NOT_EVIDENCED_PENALTY)
+    reason = describe(find)
+    if lean is not None:
+        reason += f"; the category leans to {lean.why}"
+    fix = list(catalogue.category_fix.get(category, []))
+    docs = list(catalogue.category_docs.get(category, []))
+    return Verdict(
+        root,
+        category,
+        round(confidence, 2),
+        reason,
+        phase.summary,
+        [],
+        fix,
+        docs,
+        base.signals,
+        layer=LAYER_WEAK,
+        title=title_of(find),
+        phase=phase,
+        weak_cue=find.cue.id,
+    )
+
+
 def _entry(h: Hit, acc: Accumulator) -> CascadeEntry:
     stats = acc.stats.get(h.sig_id, SigStats())
     fam = h.family.family if h.family is not None and h.signature is None else None
@@ -567,7 +627,7 @@ def to_findings(v: Verdict) -> list[Finding]:
     )
     return [
         Finding(
-            id=f"triage.{v.root.sig_id}",
+            id=f"triage.{v.root_id}",
             severity=Severity.FAIL,
             category=Category(v.category or "other"),
             title=f"{title} (confidence {v.confidence:.2f})",

@@ -1,0 +1,300 @@
+"""The weak layer: the last look before `root_cause: null`.
+
+When the first pass found no root at all (no signature, family, novelty or generic line, no promoted
+weak signal, no unexplained restart), the files are read a second time for the earliest line that
+carries a weak failure cue (`data/weak_cues.yaml`: weak failure words, statistics that show no cache
+reuse, HTTP error statuses, non-zero exit codes and kill signals) and that the healthy model
+(`data/healthy_templates.json`) does not know. That line is the root with layer `weak`, the lowest
+confidence and a `why` that names the cue.
+
+It costs nothing on a log that has a root: it runs only after `judge()` returned none. The second
+pass screens whole blocks with the same engines as the scanner (prefilter.Screen) and stops at the
+first qualifying line of each file. Only sources that can be read again take part (files and text;
+not stdin, `docker logs` or `kubectl logs`, whose output was consumed).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from importlib import resources
+from typing import IO, Any
+
+from vllm_medic.errors import UsageError
+from vllm_medic.model import Category
+from vllm_medic.triage.catalogue import Catalogue, safe_yaml
+from vllm_medic.triage.normalize import Event, normalize_line
+from vllm_medic.triage.novelty import load_healthy_model
+from vllm_medic.triage.prefilter import Screen
+from vllm_medic.triage.scanner import Accumulator, Hit
+from vllm_medic.triage.sources import LogSource
+
+LAYER_WEAK = "weak"
+CONF_WEAK = 0.2
+BLOCK_BYTES = 4 * 1024 * 1024
+CONTEXT_LINES = 3
+_MAX_LINE = 64 * 1024
+_WARNING_LEVELS = {"WARNING", "WARN"}
+_PY_WARNING = re.compile(r"\b[A-Z]\w*Warning:")
+_STARTED = re.compile(r"Application startup complete|Uvicorn running on")
+_UNLESS = {None, "started", "answered_2xx"}
+_MEMO_MAX = 4096
+
+
+@dataclass(frozen=True)
+class Cue:
+    id: str
+    why: str
+    patterns: tuple[re.Pattern[str], ...]
+    healthy_check: bool = True
+    unless: str | None = None
+    category: str | None = None
+    examples: tuple[tuple[str, str], ...] = ()
+    skip_levels: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class WeakFind:
+    """The weak root: the line (as a Hit), the cue it carries and the words that matched."""
+
+    hit: Hit
+    cue: Cue
+    matched: str
+    warning: bool
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the first pass knows that guards a cue: a healthy start-up anywhere, files that answered 2xx."""
+
+    started: bool
+    answered: frozenset[int]
+
+
+def _fail(origin: str, where: str, why: str) -> UsageError:
+    return UsageError(f"{origin}: {where}: {why}")
+
+
+def parse_cues(doc: Any, origin: str) -> tuple[Cue, ...]:
+    if not isinstance(doc, dict) or not isinstance(doc.get("cues"), list):
+        raise _fail(origin, "cues", "must be a list")
+    out: list[Cue] = []
+    for i, raw in enumerate(doc["cues"]):
+        where = f"cue #{i + 1}"
+        if not isinstance(raw, dict) or not raw.get("id") or not raw.get("patterns"):
+            raise _fail(origin, where, "needs an id and patterns")
+        if raw.get("unless") not in _UNLESS:
+            raise _fail(origin, where, f"unless must be one of {sorted(u for u in _UNLESS if u)}")
+        try:
+            pats = tuple(re.compile(p) for p in raw["patterns"])
+        except re.error as exc:
+            raise _fail(origin, where, f"bad regular expression: {exc}") from None
+        out.append(
+            Cue(
+                id=str(raw["id"]),
+                why=str(raw.get("why") or raw["id"]),
+                patterns=pats,
+                healthy_check=bool(raw.get("healthy_check", True)),
+                unless=raw.get("unless"),
+                category=raw.get("category"),
+                examples=tuple((str(e["line"]), str(e.get("source", ""))) for e in raw.get("examples") or []),
+                skip_levels=frozenset(str(x).upper() for x in raw.get("skip_levels") or []),
+            )
+        )
+    return tuple(out)
+
+
+@functools.cache
+def load_cues() -> tuple[Cue, ...]:
+    origin = "data/weak_cues.yaml"
+    text = (resources.files("vllm_medic.triage") / "data" / "weak_cues.yaml").read_text(encoding="utf-8")
+    return parse_cues(safe_yaml(text), origin)
+
+
+@functools.cache
+def _screen() -> Screen:
+    return Screen([p.pattern for c in load_cues() for p in c.patterns], use_hyperscan=True)
+
+
+def cue_of(
+    ev: Event, cues: Iterable[Cue], ctx: Context, index: int, catalogue: Catalogue | None = None
+) -> tuple[Cue, str] | None:
+    """The first cue this line carries, with the words that matched, or None: no cue, a healthy
+    template, a guard that holds (a healthy start-up, a file that answered 2xx) or a noise line."""
+    message = ev.message
+    if not message.strip():
+        return None
+    healthy: bool | None = None
+    for cue in cues:
+        if ev.level is not None and ev.level.upper() in cue.skip_levels:
+            continue
+        m = next((m for p in cue.patterns if (m := p.search(message))), None)
+        if m is None:
+            continue
+        if (cue.unless == "started" and ctx.started) or (
+            cue.unless == "answered_2xx" and index in ctx.answered
+        ):
+            return None  # the guard decides the line: no later cue may claim it
+        if cue.healthy_check:
+            if healthy is None:
+                healthy = load_healthy_model().is_healthy(message)
+            if healthy:
+                continue
+        if (
+            catalogue is not None
+            and (sig := catalogue.classify(message, [])) is not None
+            and sig.role == "noise"
+        ):
+            return None  # a line the catalogue knows to be harmless
+        return cue, m.group(0)
+    return None
+
+
+def _decode(raw: bytes | bytearray) -> str:
+    return bytes(raw[:4096]).decode("utf-8", "replace").rstrip("\r")
+
+
+def _context(data: bytes | bytearray, start: int, stop: int, end: int) -> tuple[list[str], list[str]]:
+    before: list[str] = []
+    pos = start
+    while pos > 0 and len(before) < CONTEXT_LINES:
+        prev = data.rfind(b"\n", 0, pos - 1) + 1
+        before.insert(0, _decode(data[prev : pos - 1]))
+        pos = prev
+    after: list[str] = []
+    pos = stop + 1
+    while pos < end and len(after) < CONTEXT_LINES:
+        nxt = data.find(b"\n", pos, end)
+        nxt = end if nxt < 0 else nxt
+        after.append(_decode(data[pos:nxt]))
+        pos = nxt + 1
+    return before, after
+
+
+def scan_stream(
+    stream: IO[bytes],
+    name: str,
+    index: int,
+    judge_line: Callable[[Event], tuple[Cue, str] | None],
+    screen: Screen | None = None,
+) -> WeakFind | None:
+    """The first line of one stream that `judge_line` accepts. Blocks are screened in bulk; only the
+    lines the screen lets through are parsed."""
+    screen = screen or _screen()
+    base = 0  # lines before `data`
+    leftover = b""
+    while True:
+        chunk = stream.read(BLOCK_BYTES)
+        final = not chunk
+        data = leftover + chunk if leftover else chunk
+        if final and not data:
+            return None
+        end = len(data) if final else data.rfind(b"\n") + 1
+        if end == 0 and len(data) < 4 * BLOCK_BYTES:
+            leftover = data  # one line longer than a block: read on
+            continue
+        end = end or len(data)
+        counted, counted_at, last_start = 0, 0, -1
+        for pos in screen.positions(data, end):
+            start = data.rfind(b"\n", 0, pos) + 1
+            if start == last_start:
+                continue
+            last_start = start
+            stop = data.find(b"\n", pos, end)
+            stop = end if stop < 0 else stop
+            counted += data.count(b"\n", counted_at, start)
+            counted_at = start
+            raw = data[start : min(stop, start + _MAX_LINE)]
+            ev = normalize_line(bytes(raw), name, base + counted + 1)
+            found = judge_line(ev)
+            if found is not None:
+                before, after = _context(data, start, stop, end)
+                hit = Hit(ev, None, index, before=before, after=after, kind=LAYER_WEAK)
+                level = ev.level in _WARNING_LEVELS or bool(_PY_WARNING.search(ev.message))
+                return WeakFind(hit, found[0], found[1], level)
+        base += counted + data.count(b"\n", counted_at, end)
+        leftover = data[end:]
+        if final:
+            return None
+
+
+def context_of(acc: Accumulator) -> Context:
+    started = any(_STARTED.search(ev.message) for ev in acc.served.values())
+    return Context(started=started, answered=frozenset(acc.ok_access))
+
+
+def find_weak(
+    streams: Iterable[tuple[int, LogSource]],
+    acc: Accumulator,
+    catalogue: Catalogue,
+    earliest: Callable[[list[Hit]], list[Hit]],
+) -> WeakFind | None:
+    """`streams`: (source index, source) of the sources that can be read again. The earliest
+    qualifying line over all of them (`earliest` orders hits in time: verdict._sorted)."""
+    cues = load_cues()
+    ctx = context_of(acc)
+    found: list[WeakFind] = []
+    memo: dict[tuple[str, bool], tuple[Cue, str] | None] = {}
+    for index, src in streams:
+        if src.opener is None:
+            continue
+
+        def judge_line(ev: Event, i: int = index) -> tuple[Cue, str] | None:
+            # Recurring lines (a warning every few hundred lines) are judged once per message.
+            key = (ev.message, i in ctx.answered)
+            if key not in memo:
+                if len(memo) >= _MEMO_MAX:
+                    memo.clear()
+                memo[key] = cue_of(ev, cues, ctx, i, catalogue)
+            return memo[key]
+
+        try:
+            with src.opener() as stream:
+                got = scan_stream(stream, src.name, index, judge_line)
+        except OSError:
+            continue
+        if got is not None:
+            ev = got.hit.event
+            ev.rank = src.rank if ev.rank is None else ev.rank
+            ev.node = src.node if ev.node is None else ev.node
+            found.append(got)
+    if not found:
+        return None
+    first = earliest([f.hit for f in found])[0]
+    return next(f for f in found if f.hit is first)
+
+
+def describe(find: WeakFind) -> str:
+    level = " on a WARNING line" if find.warning else ""
+    n = len(load_healthy_model().templates)
+    return (
+        "no signature, family, novelty or generic line found a root; earliest line that is not one of "
+        f"the {n} healthy templates and carries {find.cue.why} (`{find.matched[:60]}`, cue "
+        f"`{find.cue.id}` in data/weak_cues.yaml){level}"
+    )
+
+
+def title_of(find: WeakFind) -> str:
+    return f"Weak signal: {find.cue.why} (no failure line found)"
+
+
+def default_category(find: WeakFind) -> str:
+    return find.cue.category or Category.OTHER.value
+
+
+__all__ = [
+    "CONF_WEAK",
+    "LAYER_WEAK",
+    "Context",
+    "Cue",
+    "WeakFind",
+    "context_of",
+    "cue_of",
+    "describe",
+    "find_weak",
+    "load_cues",
+    "parse_cues",
+    "scan_stream",
+]
