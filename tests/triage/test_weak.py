@@ -148,3 +148,31 @@ def test_weak_words_do_not_count_on_info_lines(tmp_path):
     rc = root_cause(tmp_path, line.format(lv="WARNING"))
     assert (rc["layer"], rc["signature"]) == ("weak", "weak-weak-word")
     assert "WARNING line" in rc["why"]
+
+
+def test_files_read_side_by_side_give_the_serial_answer(tmp_path):
+    """With workers forced (VLLM_MEDIC_TRIAGE_JOBS=2), the weak pass reads the files in forked workers:
+    the weak root, its file and line are those of a serial run."""
+    import json
+    import os
+    import subprocess
+
+    cue = next(c for c in load_cues() if c.id == "zero-reuse")
+    healthy = "INFO 11-30 00:00:0{} [loggers.py:1] Engine 000: Running: 1 reqs\n"
+    (tmp_path / "rank0.log").write_text("".join(healthy.format(i) for i in range(9)), encoding="utf-8")
+    (tmp_path / "rank1.log").write_text(
+        "".join(healthy.format(i) for i in range(5)) + cue.examples[0][0] + "\n", encoding="utf-8"
+    )
+    outs = []
+    for jobs in ("1", "2"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "vllm_medic.cli", "triage", str(tmp_path), "--json"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "VLLM_MEDIC_TRIAGE_JOBS": jobs},
+            timeout=120,
+        )
+        outs.append(json.loads(proc.stdout))
+    assert outs[0] == outs[1]
+    rc = outs[0]["root_cause"]
+    assert rc["layer"] == "weak" and rc["source"].endswith("rank1.log") and rc["line"] == 6

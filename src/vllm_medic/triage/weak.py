@@ -24,9 +24,11 @@ from typing import IO, Any
 
 from vllm_medic.errors import UsageError
 from vllm_medic.model import Category
+from vllm_medic.triage import lines as newlines
 from vllm_medic.triage.catalogue import Catalogue, safe_yaml
 from vllm_medic.triage.normalize import Event, normalize_line
 from vllm_medic.triage.novelty import load_healthy_model
+from vllm_medic.triage.parallel import jobs_for, scan_in_workers
 from vllm_medic.triage.prefilter import Screen
 from vllm_medic.triage.scanner import Accumulator, Hit
 from vllm_medic.triage.sources import LogSource
@@ -204,7 +206,7 @@ def scan_stream(
             last_start = start
             stop = data.find(b"\n", pos, end)
             stop = end if stop < 0 else stop
-            counted += data.count(b"\n", counted_at, start)
+            counted += newlines.count(data, counted_at, start)
             counted_at = start
             raw = data[start : min(stop, start + _MAX_LINE)]
             ev = normalize_line(bytes(raw), name, base + counted + 1)
@@ -214,7 +216,7 @@ def scan_stream(
                 hit = Hit(ev, None, index, before=before, after=after, kind=LAYER_WEAK)
                 level = ev.level in _WARNING_LEVELS or bool(_PY_WARNING.search(ev.message))
                 return WeakFind(hit, found[0], found[1], level)
-        base += counted + data.count(b"\n", counted_at, end)
+        base += counted + newlines.count(data, counted_at, end)
         leftover = data[end:]
         if final:
             return None
@@ -232,34 +234,44 @@ def find_weak(
     earliest: Callable[[list[Hit]], list[Hit]],
 ) -> WeakFind | None:
     """`streams`: (source index, source) of the sources that can be read again. The earliest
-    qualifying line over all of them (`earliest` orders hits in time: verdict._sorted)."""
+    qualifying line over all of them (`earliest` orders hits in time: verdict._sorted). Several large
+    files are read side by side in forked workers, as the first pass reads them (parallel.py)."""
     cues = load_cues()
     ctx = context_of(acc)
-    found: list[WeakFind] = []
+    pairs = [(index, src) for index, src in streams if src.opener is not None]
+    screen = _screen()  # built before any fork, so workers share it
     memo: dict[tuple[str, bool], tuple[Cue, str] | None] = {}
-    for index, src in streams:
-        if src.opener is None:
-            continue
 
-        def judge_line(ev: Event, i: int = index) -> tuple[Cue, str] | None:
+    def one(k: int) -> WeakFind | None:
+        index, src = pairs[k]
+
+        def judge_line(ev: Event) -> tuple[Cue, str] | None:
             # Recurring lines (a warning every few hundred lines) are judged once per message.
-            key = (ev.message, i in ctx.answered)
+            key = (ev.message, index in ctx.answered)
             if key not in memo:
                 if len(memo) >= _MEMO_MAX:
                     memo.clear()
-                memo[key] = cue_of(ev, cues, ctx, i, catalogue)
+                memo[key] = cue_of(ev, cues, ctx, index, catalogue)
             return memo[key]
 
+        assert src.opener is not None  # kept above
         try:
             with src.opener() as stream:
-                got = scan_stream(stream, src.name, index, judge_line)
+                got = scan_stream(stream, src.name, index, judge_line, screen)
         except OSError:
-            continue
+            return None
         if got is not None:
             ev = got.hit.event
             ev.rank = src.rank if ev.rank is None else ev.rank
             ev.node = src.node if ev.node is None else ev.node
-            found.append(got)
+        return got
+
+    jobs = jobs_for([src for _, src in pairs])
+    if jobs > 1:
+        results: list[WeakFind | None] = list(scan_in_workers(len(pairs), jobs, catalogue, one))
+    else:
+        results = [one(k) for k in range(len(pairs))]
+    found = [f for f in results if f is not None]
     if not found:
         return None
     first = earliest([f.hit for f in found])[0]
