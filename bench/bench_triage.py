@@ -77,10 +77,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "out" / "triage-bench")
     ap.add_argument("--candidate-every", type=int, default=0, help="one real WARNING every N lines")
     ap.add_argument("--grep-patterns", type=int, default=0, help="first K root-cause patterns (0: all)")
+    ap.add_argument(
+        "--no-root", action="store_true", help="healthy set: no root cause planted (triage's weak pass runs too)"
+    )
     args = ap.parse_args()
 
     dense = f"-c{args.candidate_every}" if args.candidate_every else ""
-    out = args.out / f"{args.gib:g}g-{args.ranks}r{dense}"
+    out = args.out / f"{args.gib:g}g-{args.ranks}r{dense}{'-noroot' if args.no_root else ''}"
     marker = out / "ROOT_CAUSE"
     if not marker.exists():
         print(f"generating {args.gib:g} GiB in {args.ranks} rank files under {out} ...", flush=True)
@@ -88,10 +91,10 @@ def main() -> None:
             out,
             total_bytes=int(args.gib * (1 << 30)),
             ranks=args.ranks,
-            root_cause=DEFAULT_ROOT,
+            root_cause="" if args.no_root else DEFAULT_ROOT,
             candidate_every=args.candidate_every,
         )
-        marker.write_text(f"{path}:{line}\n")
+        marker.write_text("none\n" if args.no_root else f"{path}:{line}\n")
     expected = marker.read_text().strip()
     files = sorted(str(p) for p in out.glob("rank*.log"))
     size = sum(Path(f).stat().st_size for f in files)
@@ -154,6 +157,9 @@ def main() -> None:
         f"CPU time (user+sys): grep median {gc:.2f} s, triage median {tc:.2f} s "
         f"({', '.join(f'{x:.2f}' for x in t_cpu)}), ratio {tc / gc:.2f}x"
     )
+    if args.no_root:
+        print(f"root cause found: {found or 'none'} (healthy set): {'OK' if found is None else 'MISMATCH'}")
+        return
     same = (
         found is not None
         and Path(found.rsplit(":", 1)[0]).resolve() == Path(expected.rsplit(":", 1)[0]).resolve()

@@ -176,3 +176,21 @@ def test_files_read_side_by_side_give_the_serial_answer(tmp_path):
     assert outs[0] == outs[1]
     rc = outs[0]["root_cause"]
     assert rc["layer"] == "weak" and rc["source"].endswith("rank1.log") and rc["line"] == 6
+
+
+def test_ctrl_c_in_the_weak_pass_keeps_the_first_pass(tmp_path, monkeypatch):
+    """Ctrl-C while the files are read the second time: the first pass's answer (no root) stands, the
+    result says it was interrupted and where, nothing is raised."""
+    from vllm_medic.triage import api
+
+    log = tmp_path / "x.log"
+    log.write_text("INFO 11-30 00:00:01 [a.py:1] Engine 000: Running: 1 reqs\n", encoding="utf-8")
+
+    def interrupted(*_a, **_k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "find_weak", interrupted)
+    result = api.triage([log])
+    d = result.to_dict()
+    assert d["interrupted"] is True and d["root_cause"] is None and d["sources"][0]["lines"] == 1
+    assert any("second look for weak cues" in w for w in d["warnings"])

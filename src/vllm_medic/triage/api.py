@@ -152,7 +152,13 @@ def _scan(
     verdict = judge(acc, catalogue)
     if verdict.root is None and not interrupted:
         # The last layer before "no root": a second look at the files for a weak failure cue (weak.py).
-        find = find_weak(_replayable(sources, described), acc, catalogue, sort_hits)
+        try:
+            find = find_weak(_replayable(sources, described), acc, catalogue, sort_hits)
+        except KeyboardInterrupt:
+            find, interrupted = None, True
+            warnings.append(
+                "interrupted during the second look for weak cues: every file was read once and held no root"
+            )
         if find is not None:
             verdict = weak_verdict(find, acc, catalogue, verdict)
     return TriageResult(verdict, described, warnings, catalogue.files, interrupted)
