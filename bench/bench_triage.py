@@ -1,6 +1,6 @@
 """Benchmark: `vllm-medic triage` against `grep -E -n` with the catalogue's patterns, same files, same run.
 
-    python bench/bench_triage.py [--gib 1] [--ranks 8] [--runs 3] [--candidate-every N] [--grep-patterns K]
+    python bench/bench_triage.py [--gib 1] [--ranks 8] [--runs 3] [--candidate-every N] [--grep-patterns K] [--no-root]
 
 Generates (once, under bench/out/, git-ignored) GIB of realistic rank-file noise built from a real
 vLLM log (bench/gen_triage_noise.py) with one root cause near the end of one file, then times,
@@ -17,9 +17,9 @@ also measures the other jobs, CPU time much less so.
 serving lines (gen_triage_noise.py), the density a real serving log has (issue 10 benches N=50).
 Targets: issue 3: ratio <= 2.0 against every pattern; issue 10: ratio <= 1.0 against 40 root-cause
 patterns at 1 candidate in 50 lines; peak RSS < 200 MB whatever the input size.
-Last measured (2026-12-02, 2-core shared machine, docs/triage.md "Third pass"): 0.5 GiB, 1 in 50,
-40 patterns, 5 alternated rounds: grep 0.84 s wall / 0.83 s CPU, triage 1.28 s / 2.00 s, i.e.
-1.52x wall / 2.43x CPU (1.70x / 2.71x before that pass, same run), peak RSS 41 MiB.
+Last measured (2026-12-02, 2-core machine, both cores free, docs/triage.md "Fourth pass"): 0.5 GiB, 1 in
+50, 40 patterns, 5 rounds: grep 0.78 s wall, triage 0.71 s, i.e. 0.91x wall / 1.50x CPU, peak RSS 34 MiB;
+`--no-root` (the same set without its root line: the weak layer reads it twice) 1.14 s, 1.48x.
 The package is byte-compiled first, as an install leaves it (PYTHONDONTWRITEBYTECODE would
 otherwise make every timed run compile the sources again).
 """
@@ -78,7 +78,9 @@ def main() -> None:
     ap.add_argument("--candidate-every", type=int, default=0, help="one real WARNING every N lines")
     ap.add_argument("--grep-patterns", type=int, default=0, help="first K root-cause patterns (0: all)")
     ap.add_argument(
-        "--no-root", action="store_true", help="healthy set: no root cause planted (triage's weak pass runs too)"
+        "--no-root",
+        action="store_true",
+        help="healthy set: no root cause planted (triage's weak pass runs too)",
     )
     args = ap.parse_args()
 
