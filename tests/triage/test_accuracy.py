@@ -82,6 +82,7 @@ LEARNED_FLOOR = {
     "round12.jsonl": {"short": (51, 59, 0), "embedded": (52, 60, 1)},
     "round13.jsonl": {"short": (53, 60, 2), "embedded": (56, 59, 3)},
     "round14.jsonl": {"short": (55, 62, 2), "embedded": (57, 61, 3)},
+    "round15.jsonl": {"short": (43, 48, 8), "embedded": (46, 47, 8)},
 }
 
 

@@ -25,6 +25,7 @@ from typing import IO, overload
 from vllm_medic.triage import lines as newlines
 from vllm_medic.triage.catalogue import Catalogue, Signature
 from vllm_medic.triage.families import FamilyVerdict, frames_above, load_families
+from vllm_medic.triage.fields import is_structured_field
 from vllm_medic.triage.lines import Block
 from vllm_medic.triage.normalize import Event, normalize_line
 from vllm_medic.triage.novelty import load_healthy_model
@@ -520,7 +521,7 @@ def unclaimed_kind(ev: Event, generic: bool) -> str | None:
         return "raise"
     if ev.cut == "announce-only":
         return "generic"
-    if ev.message[:1] in (" ", "\t") and not generic:
+    if ev.message[:1] in (" ", "\t") and not generic and not is_structured_field(ev.message):
         return None
     if load_families().carries_failure_word(msg) and not load_healthy_model().is_healthy(ev.message):
         return "novel"
