@@ -7,20 +7,13 @@ horovod report that holds the duplicate-GPU signature's example.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from triage_json import blind_case, root_cause
+from triage_json import blind_case
+from triage_json import found_root as _root
 
 
 def _case(case_id: str) -> dict:
     return blind_case("round12.jsonl", case_id)
-
-
-def _root(tmp_path: Path, log: str) -> dict:
-    rc = root_cause(tmp_path, log)
-    assert rc is not None, "no root"
-    return rc
 
 
 @pytest.mark.parametrize(

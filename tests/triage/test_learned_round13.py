@@ -9,10 +9,9 @@ tests/data/triage/blind/round13.after-learning.txt.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from triage_json import blind_case, root_cause
+from triage_json import blind_case
+from triage_json import found_root as _root
 
 # xanmod/linux#411: the NVIDIA kernel module refused by the host kernel's modpost (DKMS build).
 _XANMOD_411 = (
@@ -38,12 +37,6 @@ _OLLAMA_6513 = (
     "[root@ubuntu]$ ollama run magnum-v2:12b-fp16\n"
     "Error: exception error loading model hyperparameters: iinvalid n_rot: 160, expected 128\n"
 )
-
-
-def _root(tmp_path: Path, log: str) -> dict:
-    rc = root_cause(tmp_path, log)
-    assert rc is not None, "no root"
-    return rc
 
 
 def _case(case_id: str) -> dict:

@@ -10,10 +10,9 @@ were not learned (tests/data/triage/blind/README.md, "After scoring (round 14)")
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from triage_json import blind_case, root_cause
+from triage_json import blind_case
+from triage_json import found_root as _root
 
 # kvcache-ai/Mooncake#456: the store's client whose put its master would not start (master unreachable).
 _MOONCAKE_456 = (
@@ -85,12 +84,6 @@ _GOLANG_32228 = (
     "runtime stack:\n"
     "runtime.throw(0xf2701c, 0x2a)\n"
 )
-
-
-def _root(tmp_path: Path, log: str) -> dict:
-    rc = root_cause(tmp_path, log)
-    assert rc is not None, "no root"
-    return rc
 
 
 def _case(case_id: str) -> dict:

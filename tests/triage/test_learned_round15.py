@@ -10,10 +10,9 @@ the log, or contradict earlier rounds, were not learned (tests/data/triage/blind
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from triage_json import blind_case, root_cause
+from triage_json import found_root as _root
 
 from vllm_medic.triage.fields import is_structured_field
 
@@ -38,12 +37,6 @@ _HAMI_39 = (
 # meta-llama/llama3#215 is round 14's; ggml's CUDA init failing with another CUDA status (the round's line
 # without its compose prefix is the same call; no second report with `unknown error` found).
 _GGML_CUDA_UNKNOWN = "ggml_cuda_init: failed to initialize CUDA: unknown error\n"
-
-
-def _root(tmp_path: Path, log: str) -> dict:
-    rc = root_cause(tmp_path, log)
-    assert rc is not None, "no root"
-    return rc
 
 
 def _case(case_id: str) -> dict:

@@ -33,3 +33,10 @@ def triage_json(tmp_path: Path, text: str) -> dict:
 
 def root_cause(tmp_path: Path, text: str) -> dict:
     return triage_json(tmp_path, text)["root_cause"]
+
+
+def found_root(tmp_path: Path, text: str) -> dict:
+    """The root cause of `triage --json` for a text; fails the test when there is none."""
+    rc = root_cause(tmp_path, text)
+    assert rc is not None, "no root"
+    return rc
