@@ -194,3 +194,29 @@ def test_ctrl_c_in_the_weak_pass_keeps_the_first_pass(tmp_path, monkeypatch):
     d = result.to_dict()
     assert d["interrupted"] is True and d["root_cause"] is None and d["sources"][0]["lines"] == 1
     assert any("second look for weak cues" in w for w in d["warnings"])
+
+
+def test_a_truncated_archive_read_again_is_not_a_crash(tmp_path):
+    """The weak pass re-reads a .gz the first pass found truncated: gzip raises EOFError there, which must
+    end that file's second look, not the command (it printed Click's `Aborted!`, exit 1)."""
+    import gzip
+    import subprocess
+
+    body = "".join(
+        f"INFO 11-30 00:00:{i % 60:02d} [loggers.py:1] Engine 000: Running: 1 reqs\n" for i in range(4000)
+    )
+    whole = gzip.compress(body.encode())
+    log = tmp_path / "rank0.log.gz"
+    log.write_bytes(whole[: len(whole) // 2])
+    proc = subprocess.run(
+        [sys.executable, "-m", "vllm_medic.cli", "triage", str(log), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Aborted!" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    d = json.loads(proc.stdout)
+    assert d["root_cause"] is None and any("read stopped" in w for w in d["warnings"])

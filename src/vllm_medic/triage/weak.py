@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -258,7 +259,8 @@ def find_weak(
         try:
             with src.opener() as stream:
                 got = scan_stream(stream, src.name, index, judge_line, screen)
-        except OSError:
+        except (OSError, EOFError, zlib.error):
+            # A truncated or corrupt archive: the first pass already said how far it could read it.
             return None
         if got is not None:
             ev = got.hit.event
