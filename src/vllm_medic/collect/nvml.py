@@ -11,6 +11,8 @@ import threading
 import time
 from typing import Any
 
+from vllm_medic.waits import event_wait
+
 
 def nvml_available() -> bool:
     try:
@@ -75,7 +77,7 @@ class NvmlProbe:
 
     def result(self, timeout_s: float) -> tuple[str, bytes, str, float]:
         remaining = max(0.0, timeout_s - (time.monotonic() - self._t0))
-        finished = self._done.wait(remaining)
+        finished = event_wait(self._done, remaining)
         duration = round(time.monotonic() - self._t0, 3)
         if not finished:
             return "timeout", b"", f"NVML did not answer within {timeout_s:g} s", duration

@@ -18,6 +18,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from vllm_medic.waits import future_result
+
 MAX_OUTPUT_BYTES = 32 * 1024 * 1024
 
 
@@ -173,7 +175,7 @@ def run_all(
         for name, argv in jobs:
             futures[name] = pool.submit(run_probe, name, argv, timeout_s, env, registry)
         for name, fut in futures.items():
-            results[name] = fut.result()
+            results[name] = future_result(fut)
     except KeyboardInterrupt:
         # Ctrl-C: end what is still running (only our own process groups), keep what had finished
         registry.kill_all()
@@ -183,7 +185,7 @@ def run_all(
                 continue
             pending = futures.get(name)
             try:
-                outcome = pending.result(timeout=3.0) if pending is not None else None
+                outcome = future_result(pending, 3.0) if pending is not None else None
             except BaseException:  # noqa: BLE001 - a probe that did not come back is "interrupted"
                 outcome = None
             if outcome is None or outcome.status != "ok":

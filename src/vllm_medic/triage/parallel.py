@@ -28,6 +28,7 @@ from vllm_medic.triage.catalogue import Catalogue
 from vllm_medic.triage.families import load_families
 from vllm_medic.triage.scanner import _MAX_NAMES, _MAX_RANKS, Accumulator, SigStats
 from vllm_medic.triage.sources import LogSource
+from vllm_medic.waits import SLICE_S
 
 MIN_BYTES = 32 << 20
 _MAX_JOBS = 16
@@ -99,6 +100,18 @@ def _run(i: int) -> bytes:
     return fh.getvalue()
 
 
+def _pool_results(results: Any) -> Iterator[Any]:
+    """Iterate a `Pool.imap`, woken every SLICE_S: the pool's own handler threads are where a
+    terminal's Ctrl-C often lands while the main thread waits for the next file's result."""
+    while True:
+        try:
+            yield results.next(timeout=SLICE_S)
+        except multiprocessing.TimeoutError:
+            continue
+        except StopIteration:
+            return
+
+
 def scan_in_workers(count: int, jobs: int, catalogue: Catalogue, work: Callable[[int], Any]) -> Iterator[Any]:
     """`work(0) … work(count - 1)` in `jobs` forked workers; results in order, as they complete."""
     global _WORK, _CATALOGUE
@@ -106,7 +119,7 @@ def scan_in_workers(count: int, jobs: int, catalogue: Catalogue, work: Callable[
     shared = _shared_objects(catalogue)
     pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_init)
     try:
-        for raw in pool.imap(_run, range(count)):
+        for raw in _pool_results(pool.imap(_run, range(count))):
             yield _Unpickler(io.BytesIO(raw), shared).load()
         pool.close()
     finally:
