@@ -18,6 +18,7 @@ from vllm_medic.triage.normalize import timestamp_str
 from vllm_medic.triage.parallel import jobs_for, merge, scan_in_workers
 from vllm_medic.triage.scanner import Accumulator, SourceScanner, build_screens
 from vllm_medic.triage.sources import LogSource, check_inputs, expand_inputs, iter_streams
+from vllm_medic.triage.spool import Spool
 from vllm_medic.triage.verdict import Verdict, judge, sort_hits, to_findings, weak_verdict
 from vllm_medic.triage.weak import find_weak
 
@@ -95,12 +96,18 @@ def _scan(
     failed = 0
     interrupted = False
 
+    spools: dict[int, tuple[str, LogSource, Spool]] = {}
+
     def scan_one(i: int, into: Accumulator, index: int) -> tuple[list[dict[str, Any]], bool, bool]:
         """(streams described, nothing read but warned, interrupted) for `sources[i]`."""
         src, before = sources[i], len(into.warnings)
         seen: list[dict[str, Any]] = []
         try:
             for name, stream in iter_streams(src, into.warnings):
+                if not src.replayable:  # stdin, a command's output: keep a copy for the weak layer
+                    spool = Spool()
+                    spools[index + len(seen)] = (name, src, spool)
+                    stream = spool.tee(stream)  # type: ignore[assignment]
                 scanner = SourceScanner(
                     catalogue, screen, served, into, index + len(seen), name, rank=src.rank, node=src.node
                 )
@@ -149,19 +156,36 @@ def _scan(
                 break
     if sources and failed == len(sources) and not interrupted:
         raise ToolError("nothing could be read: " + "; ".join(warnings))
-    verdict = judge(acc, catalogue)
-    if verdict.root is None and not interrupted:
-        # The last layer before "no root": a second look at the files for a weak failure cue (weak.py).
-        try:
-            find = find_weak(_replayable(sources, described), acc, catalogue, sort_hits)
-        except KeyboardInterrupt:
-            find, interrupted = None, True
-            warnings.append(
-                "interrupted during the second look for weak cues: every file was read once and held no root"
-            )
-        if find is not None:
-            verdict = weak_verdict(find, acc, catalogue, verdict)
+    try:
+        verdict = judge(acc, catalogue)
+        if verdict.root is None and not interrupted:
+            # The last layer before "no root": a second look at the inputs for a weak failure cue (weak.py).
+            try:
+                find = find_weak(
+                    _replayable(sources, described) + _spooled(spools), acc, catalogue, sort_hits
+                )
+            except KeyboardInterrupt:
+                find, interrupted = None, True
+                warnings.append(
+                    "interrupted during the second look for weak cues: every input was read once and held no root"
+                )
+            if find is not None:
+                verdict = weak_verdict(find, acc, catalogue, verdict)
+            elif not interrupted:
+                warnings.extend(f"{name}: {spool.cut}" for name, _, spool in spools.values() if spool.cut)
+    finally:
+        for _, _, spool in spools.values():
+            spool.close()
     return TriageResult(verdict, described, warnings, catalogue.files, interrupted)
+
+
+def _spooled(spools: dict[int, tuple[str, LogSource, Spool]]) -> list[tuple[int, LogSource]]:
+    """(stream index, a source over its kept copy) for each stream that could be read only once."""
+    return [
+        (index, LogSource(name=name, opener=spool.opener, rank=src.rank, node=src.node, replayable=True))
+        for index, (name, src, spool) in sorted(spools.items())
+        if spool.kept
+    ]
 
 
 def _replayable(sources: list[LogSource], described: list[dict[str, Any]]) -> list[tuple[int, LogSource]]:

@@ -11,6 +11,7 @@ import gzip
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -116,6 +117,20 @@ def _expand_path(arg: str, warnings: list[str]) -> list[Path]:
 
 
 def _stdin_source() -> LogSource:
+    """stdin redirected from a file (`< LOG`) reads like that file: pread-able and readable again from
+    where it started; a pipe is read once (the scan keeps a copy for a second look: spool.py)."""
+    try:
+        if stat.S_ISREG(os.fstat(0).st_mode):
+            start = os.lseek(0, 0, os.SEEK_CUR)
+
+            def opener() -> BinaryIO:
+                fh = os.fdopen(os.dup(0), "rb", buffering=0)
+                fh.seek(start)
+                return fh
+
+            return LogSource(name="<stdin>", opener=opener, replayable=True)
+    except OSError:
+        pass
     return LogSource(name="<stdin>", opener=lambda: sys.stdin.buffer)
 
 

@@ -9,8 +9,8 @@ confidence and a `why` that names the cue.
 
 It costs nothing on a log that has a root: it runs only after `judge()` returned none. The second
 pass screens whole blocks with the same engines as the scanner (prefilter.Screen) and stops at the
-first qualifying line of each file. Only sources that can be read again take part (files and text;
-not stdin, `docker logs` or `kubectl logs`, whose output was consumed).
+first qualifying line of each file. Files and text are read again; stdin from a pipe, `docker logs`
+and `kubectl logs` are read from the copy the first pass kept of them (spool.py).
 """
 
 from __future__ import annotations
