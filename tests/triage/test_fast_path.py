@@ -40,7 +40,7 @@ def _write(path: Path, rank: int, lines: int, bury_at: int | None) -> None:
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
-def _every_line_screens(catalogue):
+def _every_line_screens(catalogue, **_kw):
     _, served = REAL_BUILD(catalogue)
     return Screen([r"^"], use_re2=False), served
 

@@ -64,7 +64,7 @@ def test_hyperscan_and_re2_reach_the_same_verdicts(cache, monkeypatch):
     logs = _all_logs()
     fast = [api.scan_text(text, "x.log").to_dict() for text in logs]
     real = api.build_screens
-    monkeypatch.setattr(api, "build_screens", lambda cat: real(cat, use_hyperscan=False))
+    monkeypatch.setattr(api, "build_screens", lambda cat, **kw: real(cat, use_hyperscan=False, **kw))
     ref = [api.scan_text(text, "x.log").to_dict() for text in logs]
     assert fast == ref
 

@@ -21,6 +21,7 @@ from vllm_medic.triage.sources import LogSource, check_inputs, expand_inputs, it
 from vllm_medic.triage.spool import Spool
 from vllm_medic.triage.verdict import Verdict, judge, sort_hits, to_findings, weak_verdict
 from vllm_medic.triage.weak import find_weak
+from vllm_medic.triage.weak import screen_patterns as weak_screen_patterns
 
 __all__ = ["Anomaly", "TriageResult", "follow", "scan_text", "triage"]
 
@@ -91,7 +92,7 @@ def _scan(
     if watch is not None:
         watch.begin(sources)
     acc = Accumulator(warnings=warnings)
-    screen, served = build_screens(catalogue)
+    screen, served = build_screens(catalogue, flagged=weak_screen_patterns())
     described: list[dict[str, Any]] = []
     failed = 0
     interrupted = False

@@ -90,12 +90,31 @@ class Screen:
     last byte of a match (Hyperscan, which reports match ends); either lies inside the matching line,
     which is all the scanner uses them for."""
 
-    def __init__(self, patterns: Iterable[str], *, use_re2: bool = True, use_hyperscan: bool = False) -> None:
+    def __init__(
+        self,
+        patterns: Iterable[str],
+        *,
+        use_re2: bool = True,
+        use_hyperscan: bool = False,
+        flagged: Iterable[str] = (),
+    ) -> None:
         pats = [p for p in dict.fromkeys(patterns) if p]
+        flags = [p for p in dict.fromkeys(flagged) if p]
         self.engine = "re"
         self._hs = None
-        if use_hyperscan and _hs is not None and pats:
-            self._hs, pats = screen_cache.hyperscan_database(_hs, [loosen(p) for p in pats], pats)
+        # `flagged` patterns ride along in the same Hyperscan scan: `positions_flagged` gives their lines
+        # apart from the positions (weak.py's cues); `search` and `positions` ignore them.
+        self._flag_id: int | None = None
+        if use_hyperscan and _hs is not None and (pats or flags):
+            self._hs, rejected_at = screen_cache.hyperscan_database_indices(
+                _hs, [loosen(p) for p in pats + flags]
+            )
+            rejected = set(rejected_at)
+            self._flag_id = sum(1 for i in range(len(pats)) if i not in rejected) if flags else None
+            flags = [p for j, p in enumerate(flags) if len(pats) + j in rejected]
+            pats = [p for i, p in enumerate(pats) if i in rejected]
+        self._flag_rest = Screen(flags, use_re2=use_re2) if flags else None
+        self.has_flagged = self._flag_id is not None or self._flag_rest is not None
         fast: list[str] = []
         slow: list[str] = []
         for p in pats:
@@ -116,7 +135,7 @@ class Screen:
         end = len(block) if end is None else end
         best = -1
         if self._hs is not None:
-            best = _hs_first(self._hs, memoryview(block)[start:end])
+            best = _hs_first(self._hs, memoryview(block)[start:end], self._flag_id)
             best = best + start if best >= 0 else -1
         for rx in (self._fast, self._slow):
             if rx is None:
@@ -127,11 +146,29 @@ class Screen:
         return best
 
     def positions(self, block: bytes | bytearray, end: int | None = None) -> list[int]:
+        return self.positions_flagged(block, end, want_flag=False)[0]
+
+    def positions_flagged(
+        self, block: bytes | bytearray, end: int | None = None, *, want_flag: bool = True
+    ) -> tuple[list[int], list[int]]:
+        """(`positions`, an offset inside each line a `flagged` pattern matches; both sorted). The second
+        is empty unless `want_flag`, except where the shared Hyperscan scan saw them anyway."""
         end = len(block) if end is None else end
         out: list[int] = []
+        flagged: list[int] = []
         if self._hs is not None:
             view = memoryview(block)[:end] if end < len(block) else block
-            self._hs.scan(view, match_event_handler=lambda _id, _from, to, _flags, _ctx: out.append(to - 1))
+            if self._flag_id is None:
+                self._hs.scan(
+                    view, match_event_handler=lambda _id, _from, to, _flags, _ctx: out.append(to - 1)
+                )
+            else:
+                first_flag = self._flag_id
+
+                def on_match(i: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+                    (out if i < first_flag else flagged).append(to - 1)
+
+                self._hs.scan(view, match_event_handler=on_match)
         for rx in (self._fast, self._slow):
             if rx is None:
                 continue
@@ -147,14 +184,20 @@ class Screen:
                     break
                 pos = nl + 1
         out.sort()  # Hyperscan reports in order of match end, per pattern: one sort for all
-        return out
+        if want_flag and self._flag_rest is not None:
+            flagged.extend(self._flag_rest.positions(block, end))
+        flagged.sort()
+        return out, flagged
 
 
-def _hs_first(db: hyperscan.Database, view: memoryview) -> int:
-    """Offset of the last byte of the first match (Hyperscan reports matches in order of their end)."""
+def _hs_first(db: hyperscan.Database, view: memoryview, below: int | None = None) -> int:
+    """Offset of the last byte of the first match (Hyperscan reports matches in order of their end) of a
+    pattern with an id under `below` (the flagged patterns' ids start there)."""
     found: list[int] = []
 
-    def first(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> bool:
+    def first(i: int, _from: int, to: int, _flags: int, _ctx: object) -> bool:
+        if below is not None and i >= below:
+            return False  # a flagged pattern: not what search() looks for
         found.append(to - 1)
         return True  # stop the scan
 

@@ -16,8 +16,9 @@ import re
 import stat
 import threading
 import zlib
+from array import array
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, overload
@@ -37,6 +38,7 @@ from vllm_medic.triage.wrappers import wrapper_kind
 BLOCK_BYTES = 4 * 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024
 CONTEXT_LINES = 3
+WEAK_LINES_MAX = 200_000  # cue-pattern lines kept per source for the weak layer (3.2 MB of offsets)
 _MAX_RANKS = 4096
 _MAX_NAMES = 64
 _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
@@ -116,6 +118,14 @@ class Accumulator:
     refusing: dict[int, Hit] = field(default_factory=dict)
     lines: dict[int, int] = field(default_factory=dict)
     bytes: dict[int, int] = field(default_factory=dict)
+    # The weak layer's cues, screened in the first pass (prefilter.Screen `flagged`), per source: the
+    # lines a cue pattern may match, as (byte offset in the stream, lines before it) pairs flattened in
+    # `weak_lines`; past WEAK_LINES_MAX of them, or at a line too long to screen whole, recording stops
+    # and `weak_from` says where the second look (weak.py) must read on by itself. A screened source with
+    # neither holds no cue line and is not read again.
+    weak_screened: set[int] = field(default_factory=set)
+    weak_lines: dict[int, array[int]] = field(default_factory=dict)
+    weak_from: dict[int, tuple[int, int]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     def record(self, hit: Hit) -> bool:
@@ -187,6 +197,9 @@ class SourceScanner:
         self.total_bytes = 0
         self._refused_in_block: list[tuple[int, Hit]] = []
         self._verdicts: dict[tuple[str, str | None], tuple[bool, Signature | None, bool]] = {}
+        self._block_at = 0  # byte offset in the stream where the block being scanned starts
+        if screen.has_flagged:
+            acc.weak_screened.add(index)
 
     # -- block level -------------------------------------------------------------------------
     def feed_stream(self, stream: IO[bytes]) -> None:
@@ -239,19 +252,23 @@ class SourceScanner:
             cut = buf.rfind(b"\n", 0, size)
             if cut < 0:
                 if size > MAX_LINE_BYTES:
+                    self._block_at = self.total_bytes - size
                     self._long_line(bytes(buf[:size]))
                     skipping_long = True
                     leftover = b""
                 else:
                     leftover = bytes(buf[:size])
                 continue
+            self._block_at = self.total_bytes - size
             self._block(buf, cut + 1)
             leftover = bytes(buf[cut + 1 : size])
             if len(leftover) > MAX_LINE_BYTES:
+                self._block_at = self.total_bytes - len(leftover)
                 self._long_line(leftover)
                 skipping_long = True
                 leftover = b""
         if leftover:
+            self._block_at = self.total_bytes - len(leftover)
             self._block(leftover + b"\n", len(leftover) + 1)
         for ended in self.folder.flush():
             self._consider_cut(ended, self._last_lines, ended.line - self._last_base - 1, self._last_base)
@@ -264,7 +281,11 @@ class SourceScanner:
             "only its start was scanned"
         )
         line = head[:MAX_LINE_BYTES] + b"\n"
+        at = (self._block_at, self.line_no)
         self._block(line, len(line))
+        # Only the line's start was screened: the second look must read the rest itself.
+        if self.index in self.acc.weak_screened and self.index not in self.acc.weak_from:
+            self.acc.weak_from[self.index] = at
 
     def _block(self, block: Block, end: int) -> None:
         """Scan `block[:end]` (whole lines; what follows `end` belongs to the next block)."""
@@ -272,7 +293,10 @@ class SourceScanner:
             self._note_served(block, end)
         if self.index not in self.acc.ok_access and _OK_ACCESS.search(block, 0, end) >= 0:
             self.acc.ok_access.add(self.index)
-        positions = self.screen.positions(block, end)
+        want_weak = self.index in self.acc.weak_screened and self.index not in self.acc.weak_from
+        positions, weak = self.screen.positions_flagged(block, end, want_flag=want_weak)
+        if weak and want_weak:
+            self._note_weak(block, end, weak)
         if not positions and not self.folder.inside:
             self._skip(block, end)
             return
@@ -319,6 +343,16 @@ class SourceScanner:
         self._carry = lines[-_CARRY_LINES:]
         self.line_no = base + n
         self._update_tail_and_time(lines)
+
+    def _note_weak(self, block: Block, end: int, flagged: list[int]) -> None:
+        rows, starts, _ = newlines.candidates(block, end, flagged)
+        kept = self.acc.weak_lines.setdefault(self.index, array("q"))
+        if len(kept) // 2 + len(rows) > WEAK_LINES_MAX:
+            self.acc.weak_from[self.index] = (self._block_at, self.line_no)
+            return
+        for row, start in zip(rows, starts, strict=True):
+            kept.append(self._block_at + start)
+            kept.append(self.line_no + row)
 
     def _skip(self, block: Block, end: int) -> None:
         n = newlines.count(block, 0, end)
@@ -717,12 +751,18 @@ class BlockLines(Sequence[bytes]):
 
 
 def build_screens(
-    catalogue: Catalogue, *, use_re2: bool | None = None, use_hyperscan: bool | None = None
+    catalogue: Catalogue,
+    *,
+    use_re2: bool | None = None,
+    use_hyperscan: bool | None = None,
+    flagged: Iterable[str] = (),
 ) -> tuple[Screen, Screen]:
     """The bulk screen (every pattern a candidate line may need) and the served-traffic screen.
 
     VLLM_MEDIC_TRIAGE_NO_RE2=1 forces the pure-Python screen (what runs without google-re2);
-    VLLM_MEDIC_TRIAGE_NO_HYPERSCAN=1 the RE2 one (what runs where the hyperscan wheel is missing)."""
+    VLLM_MEDIC_TRIAGE_NO_HYPERSCAN=1 the RE2 one (what runs where the hyperscan wheel is missing).
+    `flagged`: patterns the bulk screen also looks for without making their lines candidates (the weak
+    layer's cues: the scan notes where the first block holding one starts, `Accumulator.weak_from`)."""
     if use_re2 is None:
         use_re2 = os.environ.get("VLLM_MEDIC_TRIAGE_NO_RE2", "") in ("", "0")
     if use_hyperscan is None:
@@ -739,6 +779,7 @@ def build_screens(
             ],
             use_re2=use_re2,
             use_hyperscan=use_hyperscan,
+            flagged=flagged,
         ),
         # Searched once per block until found: RE2 stops at the first match, which is early.
         Screen([*SERVED_PATTERNS, *SERVED_EXTRA], use_re2=use_re2),

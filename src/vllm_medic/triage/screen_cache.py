@@ -126,6 +126,13 @@ def hyperscan_database(hs: Any, screen_patterns: list[str], originals: list[str]
 
     `screen_patterns[i]` is the screen form of `originals[i]`; what Hyperscan rejects goes back as the
     original for the next engine to screen."""
+    db, rejected = hyperscan_database_indices(hs, screen_patterns)
+    return db, [originals[i] for i in rejected]
+
+
+def hyperscan_database_indices(hs: Any, screen_patterns: list[str]) -> tuple[Any, list[int]]:
+    """(database or None, indices of the patterns Hyperscan did not accept). The database reports the
+    k-th accepted pattern (in list order) as match id k."""
     path = cache_dir() / f"{_key(hs, screen_patterns)}.hsdb"
     cached = _load(hs, path)
     if cached is None:
@@ -134,4 +141,4 @@ def hyperscan_database(hs: Any, screen_patterns: list[str], originals: list[str]
     db, rejected = cached
     if db is not None and getattr(db, "scratch", None) is None:
         db.scratch = hs.Scratch(db)
-    return db, [originals[i] for i in rejected]
+    return db, rejected

@@ -16,6 +16,8 @@ and `kubectl logs` are read from the copy the first pass kept of them (spool.py)
 from __future__ import annotations
 
 import functools
+import io
+import os
 import re
 import zlib
 from collections.abc import Callable, Iterable
@@ -116,9 +118,14 @@ def load_cues() -> tuple[Cue, ...]:
     return parse_cues(safe_yaml(text), origin)
 
 
+def screen_patterns() -> list[str]:
+    """Every cue's patterns: what the first pass also screens for (scanner.build_screens `flagged`)."""
+    return [p.pattern for c in load_cues() for p in c.patterns]
+
+
 @functools.cache
 def _screen() -> Screen:
-    return Screen([p.pattern for c in load_cues() for p in c.patterns], use_hyperscan=True)
+    return Screen(screen_patterns(), use_hyperscan=True)
 
 
 def cue_of(
@@ -182,11 +189,15 @@ def scan_stream(
     index: int,
     judge_line: Callable[[Event], tuple[Cue, str] | None],
     screen: Screen | None = None,
+    begin: tuple[int, int] = (0, 0),
 ) -> WeakFind | None:
     """The first line of one stream that `judge_line` accepts. Blocks are screened in bulk; only the
-    lines the screen lets through are parsed."""
+    lines the screen lets through are parsed. `begin`: (byte offset of a line start, lines before it)
+    where the first pass saw the first block holding a cue; nothing before it can qualify."""
     screen = screen or _screen()
-    base = 0  # lines before `data`
+    base = begin[1]  # lines before `data`
+    if begin[0]:
+        _seek(stream, begin[0])
     leftover = b""
     while True:
         chunk = stream.read(BLOCK_BYTES)
@@ -223,6 +234,90 @@ def scan_stream(
             return None
 
 
+def _second_look(
+    stream: IO[bytes],
+    name: str,
+    index: int,
+    judge_line: Callable[[Event], tuple[Cue, str] | None],
+    screen: Screen,
+    acc: Accumulator,
+) -> WeakFind | None:
+    """The first qualifying line of a source the first pass screened for cues: its recorded cue lines
+    in order (read where they are, when the stream can be read at an offset), then, where recording
+    stopped (`acc.weak_from`), the rest of the stream screened as usual."""
+    recorded = acc.weak_lines.get(index)
+    if recorded:
+        read_at = _positional_reader(stream)
+        if read_at is None:  # a compressed stream: read it from the first cue line on
+            return scan_stream(stream, name, index, judge_line, screen, (recorded[0], recorded[1]))
+        for k in range(0, len(recorded), 2):
+            got = _judge_at(read_at, recorded[k], recorded[k + 1], name, index, judge_line)
+            if got is not None:
+                return got
+    if index in acc.weak_from:
+        return scan_stream(stream, name, index, judge_line, screen, acc.weak_from[index])
+    return None
+
+
+def _positional_reader(stream: IO[bytes]) -> Callable[[int, int], bytes] | None:
+    """`read_at(offset, size)` relative to where the stream starts now, or None (not a plain file)."""
+    if isinstance(stream, io.BytesIO):
+        view = stream.getbuffer()
+        base = stream.tell()
+        return lambda off, n: bytes(view[base + off : base + off + n])
+    if isinstance(stream, io.FileIO):
+        fd, base = stream.fileno(), stream.tell()
+        return lambda off, n: os.pread(fd, n, base + off)
+    return None
+
+
+_BEFORE_BYTES = 2048
+_AFTER_BYTES = 6144
+
+
+def _judge_at(
+    read_at: Callable[[int, int], bytes],
+    offset: int,
+    lines_before: int,
+    name: str,
+    index: int,
+    judge_line: Callable[[Event], tuple[Cue, str] | None],
+) -> WeakFind | None:
+    """Judge the line starting at `offset` (read with a little around it, for its context)."""
+    lead = min(offset, _BEFORE_BYTES)
+    after = _AFTER_BYTES
+    while True:
+        window = read_at(offset - lead, lead + after)
+        stop = window.find(b"\n", lead)
+        if stop >= 0 or len(window) < lead + after or after > _MAX_LINE:
+            break
+        after *= 4  # a long line: read more of it
+    end = len(window)
+    stop = end if stop < 0 else stop
+    ev = normalize_line(window[lead : min(stop, lead + _MAX_LINE)], name, lines_before + 1)
+    found = judge_line(ev)
+    if found is None:
+        return None
+    if end == lead + after:  # the stream goes on: a cut last line is no context
+        cut = window.rfind(b"\n", stop + 1)
+        end = cut if cut > stop else stop
+    before, after_lines = _context(window, lead, stop, end)
+    whole = window.count(b"\n", 0, lead) - (1 if offset > lead else 0)  # the first line may be cut
+    before = before[len(before) - whole :] if 0 < whole < len(before) else ([] if whole <= 0 else before)
+    hit = Hit(ev, None, index, before=before, after=after_lines, kind=LAYER_WEAK)
+    level = ev.level in _WARNING_LEVELS or bool(_PY_WARNING.search(ev.message))
+    return WeakFind(hit, found[0], found[1], level)
+
+
+def _seek(stream: IO[bytes], offset: int) -> None:
+    try:
+        stream.seek(offset)
+    except (OSError, ValueError, AttributeError):  # not seekable: read up to it
+        left = offset
+        while left > 0 and (chunk := stream.read(min(left, BLOCK_BYTES))):
+            left -= len(chunk)
+
+
 def context_of(acc: Accumulator) -> Context:
     started = any(_STARTED.search(ev.message) for ev in acc.served.values())
     return Context(started=started, answered=frozenset(acc.ok_access))
@@ -239,7 +334,13 @@ def find_weak(
     files are read side by side in forked workers, as the first pass reads them (parallel.py)."""
     cues = load_cues()
     ctx = context_of(acc)
-    pairs = [(index, src) for index, src in streams if src.opener is not None]
+    # A source the first pass screened for cues and found none in needs no second read.
+    pairs = [
+        (index, src)
+        for index, src in streams
+        if src.opener is not None
+        and (index not in acc.weak_screened or index in acc.weak_lines or index in acc.weak_from)
+    ]
     screen = _screen()  # built before any fork, so workers share it
     memo: dict[tuple[str, bool], tuple[Cue, str] | None] = {}
 
@@ -258,7 +359,10 @@ def find_weak(
         assert src.opener is not None  # kept above
         try:
             with src.opener() as stream:
-                got = scan_stream(stream, src.name, index, judge_line, screen)
+                if index not in acc.weak_screened:
+                    got = scan_stream(stream, src.name, index, judge_line, screen)
+                else:
+                    got = _second_look(stream, src.name, index, judge_line, screen, acc)
         except (OSError, EOFError, zlib.error):
             # A truncated or corrupt archive: the first pass already said how far it could read it.
             return None
@@ -268,7 +372,10 @@ def find_weak(
             ev.node = src.node if ev.node is None else ev.node
         return got
 
-    jobs = jobs_for([src for _, src in pairs])
+    if not pairs:
+        return None
+    # Workers pay off only for sources read whole; judging the first pass's cue lines is quick.
+    jobs = jobs_for([src for index, src in pairs if index not in acc.weak_screened or index in acc.weak_from])
     if jobs > 1:
         results: list[WeakFind | None] = list(scan_in_workers(len(pairs), jobs, catalogue, one))
     else:
