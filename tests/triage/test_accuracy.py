@@ -83,6 +83,7 @@ LEARNED_FLOOR = {
     "round13.jsonl": {"short": (53, 60, 2), "embedded": (56, 59, 3)},
     "round14.jsonl": {"short": (55, 62, 2), "embedded": (57, 61, 3)},
     "round15.jsonl": {"short": (43, 48, 8), "embedded": (46, 47, 8)},
+    "round16.jsonl": {"short": (56, 57, 4), "embedded": (59, 57, 4)},
 }
 
 

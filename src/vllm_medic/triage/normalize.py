@@ -77,6 +77,16 @@ _SPDLOG = re.compile(
     r"^\[(?P<logger>[A-Za-z][\w.\-]*)\] \[(?P<lv>trace|debug|info|warn|warning|error|critical)\]\s"
     r"(?:\[(?P<where>[\w.\-/]+:\d+)\]\s?)?"
 )
+# round 16: TensorFlow/XLA's C++ logging (tsl) after its ISO stamp: "2022-04-04 00:27:49.642380: E
+# tensorflow/compiler/xla/xla_client/xla_util.cc:88] msg" (jaxlib, torch_xla, TensorFlow). The
+# indentation after it is the status's own list layout (`  (1) RESOURCE_EXHAUSTED: …`), never code.
+_TSL = re.compile(r"^: (?P<lv>[IWEF])(?: +\d+)? (?P<where>[\w.\-/]+:\d+)\]\s*")
+# round 16: SkyPilot's logger (sky_logging: level letter, "%m-%d %H:%M:%S", file:line):
+# "I 10-09 17:42:16 instance_setup.py:131] msg".
+_SKY = re.compile(
+    r"^(?P<lv>[DIWEC]) (?P<mo>\d{2})-(?P<d>\d{2}) (?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})(?P<frac>\.\d+)? "
+    r"(?P<where>[\w.\-/]+:\d+)\]\s?"
+)
 _LEVEL_OF_RAY_CPP = {"D": "DEBUG", "I": "INFO", "W": "WARNING", "E": "ERROR", "C": "FATAL"}
 _MPI_TAG = re.compile(r"^\[(?P<job>\d+),(?P<rank>\d+)\]<(?:stdout|stderr)>:\s?")
 # An exception line indented by a paste (a quote in prose, a block indented by two spaces): Python
@@ -296,6 +306,19 @@ def normalize_line(
                 ev.level = "WARNING"
             elif rest.startswith("NCCL INFO"):
                 ev.level = "INFO"
+            break
+        elif m := _TSL.match(rest):
+            ev.level = _LEVEL_OF_GLOG[m.group("lv")]
+            ev.origin = m.group("where")
+            rest = rest[m.end() :]
+            break
+        elif m := _SKY.match(rest):
+            ev.level = _LEVEL_OF_RAY_CPP[m.group("lv")]
+            ts = _short_time(m, outer_year or DEFAULT_YEAR)
+            if ts is not None and ev.timestamp is None:
+                ev.timestamp, ev.timestamp_text = ts, m.group(0)[2:16]
+            ev.origin = m.group("where")
+            rest = rest[m.end() :]
             break
         elif m := _RAY_CPP.match(rest):
             ev.level = _LEVEL_OF_RAY_CPP[m.group("lv")]

@@ -36,6 +36,7 @@ GENERIC_PATTERNS = (
     r"[A-Za-z](?:Error|Exception)\b",
     r"\bException: ",  # a bare `raise Exception(...)` line
     r"\[E |\[[EF]\d{3,4} \d",  # torch C++ error/fatal lines: "[E ProcessGroupNCCL.cpp:1]", "[E429 13:55:49.38 …]"
+    r"\d: [EF] [\w.\-/]+:\d+\]",  # round 16: TensorFlow/XLA's (tsl) "…49.642380: E xla_util.cc:88]"
 )
 # Evidence the server had started or served traffic (startup vs runtime OOM).
 SERVED_PATTERNS = (

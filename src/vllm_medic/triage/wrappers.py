@@ -18,6 +18,10 @@ CAUSE_FOLLOWS = re.compile(
     r"\braised:\s*$|\bLast error:\s*$|\(run with NCCL_DEBUG=(?:INFO|WARN) for details\)"
     # round 11: std::terminate's header; the exception's own message is on its `what():` line below.
     r"|\bterminate called after throwing an instance of '[^']+'\s*$"
+    # round 16: PyTorch's c10d NCCL error before its `(run with NCCL_DEBUG=…)` hint existed (torch 2.0:
+    # `NCCL error in: ProcessGroupNCCL.cpp:1287, invalid usage, NCCL version 2.17.1`): the NCCL error
+    # name, `Last error:` and NCCL's own message follow.
+    r"|NCCL error in: [^\n]*, NCCL version [\w.+\-]+\s*$"
 )
 # The cause is quoted inside the line and printed in full by the process that failed.
 QUOTES_CAUSE = re.compile(r"Inspect the stacktrace to find the original error")
