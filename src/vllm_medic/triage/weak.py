@@ -271,6 +271,7 @@ def _positional_reader(stream: IO[bytes]) -> Callable[[int, int], bytes] | None:
     return None
 
 
+_PARALLEL_LINES = 4000
 _BEFORE_BYTES = 2048
 _AFTER_BYTES = 6144
 
@@ -374,8 +375,15 @@ def find_weak(
 
     if not pairs:
         return None
-    # Workers pay off only for sources read whole; judging the first pass's cue lines is quick.
-    jobs = jobs_for([src for index, src in pairs if index not in acc.weak_screened or index in acc.weak_from])
+    # Workers pay off for sources read whole, or many recorded cue lines (each is parsed); a few are quick.
+    recorded = sum(len(acc.weak_lines.get(index, ())) // 2 for index, _ in pairs)
+    jobs = jobs_for(
+        [
+            src
+            for index, src in pairs
+            if index not in acc.weak_screened or index in acc.weak_from or recorded >= _PARALLEL_LINES
+        ]
+    )
     if jobs > 1:
         results: list[WeakFind | None] = list(scan_in_workers(len(pairs), jobs, catalogue, one))
     else:
