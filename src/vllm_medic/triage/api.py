@@ -16,9 +16,10 @@ from vllm_medic.triage.catalogue import Catalogue, load_catalogue
 from vllm_medic.triage.follow import Anomaly, follow_sources
 from vllm_medic.triage.normalize import timestamp_str
 from vllm_medic.triage.parallel import jobs_for, merge, scan_in_workers
+from vllm_medic.triage.repetition import find_repetition
 from vllm_medic.triage.scanner import Accumulator, SourceScanner, build_screens
 from vllm_medic.triage.sources import LogSource, check_inputs, expand_inputs, iter_streams
-from vllm_medic.triage.verdict import Verdict, judge, sort_hits, to_findings, weak_verdict
+from vllm_medic.triage.verdict import Verdict, judge, repetition_verdict, sort_hits, to_findings, weak_verdict
 from vllm_medic.triage.weak import find_weak
 
 __all__ = ["Anomaly", "TriageResult", "follow", "scan_text", "triage"]
@@ -161,6 +162,8 @@ def _scan(
             )
         if find is not None:
             verdict = weak_verdict(find, acc, catalogue, verdict)
+        elif (repeated := find_repetition(acc, sort_hits)) is not None:
+            verdict = repetition_verdict(repeated, acc, catalogue, verdict)
     return TriageResult(verdict, described, warnings, catalogue.files, interrupted)
 
 
