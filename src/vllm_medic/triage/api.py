@@ -13,6 +13,7 @@ from vllm_medic.errors import ToolError, UsageError
 from vllm_medic.model import Finding
 from vllm_medic.redact import redact_text
 from vllm_medic.triage.catalogue import Catalogue, load_catalogue
+from vllm_medic.triage.dedent import maybe_dedent
 from vllm_medic.triage.follow import Anomaly, follow_sources
 from vllm_medic.triage.normalize import timestamp_str
 from vllm_medic.triage.parallel import jobs_for, merge, scan_in_workers
@@ -108,7 +109,7 @@ def _scan(
                 if watch is not None:
                     watch.stream(src, stream, scanner)
                 try:
-                    scanner.feed_stream(stream)
+                    scanner.feed_stream(maybe_dedent(stream))
                 finally:
                     seen.append({"name": name, "lines": scanner.line_no, "bytes": scanner.total_bytes})
         except OSError as exc:

@@ -27,6 +27,7 @@ from vllm_medic.errors import UsageError
 from vllm_medic.model import Category
 from vllm_medic.triage import lines as newlines
 from vllm_medic.triage.catalogue import Catalogue, safe_yaml
+from vllm_medic.triage.dedent import maybe_dedent
 from vllm_medic.triage.normalize import Event, normalize_line
 from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.parallel import jobs_for, scan_in_workers
@@ -258,7 +259,7 @@ def find_weak(
         assert src.opener is not None  # kept above
         try:
             with src.opener() as stream:
-                got = scan_stream(stream, src.name, index, judge_line, screen)
+                got = scan_stream(maybe_dedent(stream), src.name, index, judge_line, screen)
         except (OSError, EOFError, zlib.error):
             # A truncated or corrupt archive: the first pass already said how far it could read it.
             return None
