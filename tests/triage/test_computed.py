@@ -41,7 +41,6 @@ def test_each_example_fires_as_its_data_says(tmp_path, check_id, line, source, f
     [
         ("round15.jsonl", "llama-cpp-18497", "prefix_cache", "117564 > 105330"),
         ("round15.jsonl", "llama-cpp-23013", "prefix_cache", "89583 > 85490"),
-        ("round16.jsonl", "llama-cpp-23269", "prefix_cache", "211 > 3"),
         ("round15.jsonl", "gpustack-2501", "parallel_layout", "visible = '0,1' (2 items): 2 >= 2"),
     ],
 )
@@ -50,6 +49,21 @@ def test_blind_cases_get_their_line_with_the_values_quoted(tmp_path, round_file,
     rc = found_root(tmp_path, case["log"])
     assert (rc["category"], rc["line"], rc["layer"]) == (category, case["first_anomaly_line"], "computed")
     assert quoted in rc["why"]
+
+
+def test_the_line_stating_the_consequence_just_below_is_reported(tmp_path):
+    """llama.cpp prints `forcing full prompt re-processing` right under the pos_min line: round 11
+    labels that line (llama-cpp-20153), so the check's `stated_by` reports it, the check quoted."""
+    case = blind_case("round11.jsonl", "llama-cpp-20153")
+    rc = found_root(tmp_path, case["log"])
+    assert (rc["layer"], rc["category"], rc["line"]) == (
+        "computed",
+        "prefix_cache",
+        case["first_anomaly_line"],
+    )
+    assert "2774 > 69) on line 7; reported on line 8" in rc["why"]
+    cut = "\n".join(case["log"].splitlines()[:7]) + "\n"  # the same log cut before that line
+    assert found_root(tmp_path, cut)["line"] == 7
 
 
 def test_the_comparison_decides_not_the_pattern():

@@ -54,6 +54,10 @@ class Check:
     compare: str
     fix: tuple[str, ...] = ()
     examples: tuple[tuple[str, str, bool], ...] = ()
+    # A line the program prints just below (within `stated_within` lines) that states the consequence in
+    # its own words: reported instead, the check quoted in `why`.
+    stated_by: re.Pattern[str] | None = None
+    stated_within: int = 1
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,13 @@ def _check(raw: Any, origin: str, where: str) -> Check:
     if missing:
         raise _fail(origin, where, f"compare names groups the pattern lacks: {sorted(missing)}")
     screen = raw.get("screen") or [raw["pattern"]]
+    try:
+        stated_by = re.compile(raw["stated_by"]) if raw.get("stated_by") else None
+    except re.error as exc:
+        raise _fail(origin, where, f"bad stated_by: {exc}") from None
+    within = raw.get("stated_within", 1)
+    if not isinstance(within, int) or within < 1:
+        raise _fail(origin, where, "stated_within must be an integer >= 1")
     return Check(
         id=str(raw["id"]),
         category=str(raw["category"]),
@@ -141,6 +152,8 @@ def _check(raw: Any, origin: str, where: str) -> Check:
             (str(e["line"]), str(e.get("source", "")), bool(e.get("fires", True)))
             for e in raw.get("examples") or []
         ),
+        stated_by=stated_by,
+        stated_within=within,
     )
 
 

@@ -289,6 +289,26 @@ def _unwrap(root: Hit, pool: list[Hit]) -> Hit:
     return min(cands, key=lambda h: h.event.line) if cands else root
 
 
+def _stated(root: Hit, pool: list[Hit]) -> Hit | None:
+    """The line just below a computed root that states the check's consequence in the program's own
+    words (the check's `stated_by`), in the same file and run: the line a reader quotes."""
+    check = root.computed.check if root.computed is not None else None
+    if check is None or check.stated_by is None:
+        return None
+    line = root.event.line
+    cands = [
+        h
+        for h in pool
+        if h.source_index == root.source_index
+        and h.run == root.run
+        and line < h.event.line <= line + check.stated_within
+        and h.signature is None
+        and h.computed is None
+        and check.stated_by.search(h.event.message)
+    ]
+    return min(cands, key=lambda h: h.event.line) if cands else None
+
+
 def _class_of(h: Hit) -> str | None:
     if h.signature is not None:
         return h.signature.category
@@ -434,6 +454,8 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     trailing_refusals = False
     restart_note: str | None = None
     wrapped_by: Hit | None = None
+    computed_on: Hit | None = None  # the computed line, when the line below it states its consequence
+    replaced: Hit | None = None
     if not by_tier or min(by_tier) >= T_WEAK:
         root, trailing_refusals = _promoted(hits, acc)
         if root is None and (found := _restart(hits, acc)) is not None:
@@ -458,6 +480,9 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
             wrapped_by = root
             root, tier = cause, _tier(cause)
             ordered = _sorted(by_tier[tier])
+        if tier == T_COMPUTED and (stated := _stated(root, pool)) is not None:
+            computed_on, replaced = root, stated
+            root = replace(stated, computed=root.computed)
         if tier == T_SIGNATURE:
             root_category = root.signature.category if root.signature is not None else None
             contested = [
@@ -494,6 +519,11 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     reason = restart_note or _why(root, tier, promoted_count)
     if lean is not None:
         reason += f"; no family reached the {families.threshold:g} a verdict needs, but the category leans to {lean.why}"
+    if computed_on is not None:
+        reason += (
+            f" on line {computed_on.event.line}; reported on line {root.event.line}, which states its "
+            "consequence in the program's own words (`stated_by` in data/computed_checks.yaml)"
+        )
     if wrapped_by is not None:
         reason += f"; the line above it ({wrapped_by.event.source}:{wrapped_by.event.line}) only announces it"
     if restart_note is not None:
@@ -507,7 +537,7 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
         title = _title(root, tier, promoted_count, scope)
 
     cascade: list[CascadeEntry] = []
-    for h in _sorted([h for h in pool if h is not root]):
+    for h in _sorted([h for h in pool if h is not root and h is not replaced]):
         if earlier(h, root) < 0:
             continue  # weaker signals before the root are not its consequences
         key = h.sig_id
