@@ -72,6 +72,10 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # The floors below are what each round reaches on the merged code.
 # Round 14 learned (branch i10-learn14): 55/66, 62/66, 2 short and 57/66, 61/66, 3 embedded (from 43, 56, 4
 # and 47, 56, 4 on main); rounds 6-13 and the corpus did not move.
+# The structural layers (branch i10-structural: computed checks, repetition, uniform dedent) raised round
+# 13 to 54, 61, 2 short and 57, 60, 3 embedded (llama-cpp-21099's pos_min > n_past), round 14 short to
+# 55, 63, 1 (lmcache-1142's endless `Waiting for … core engine proc(s)`: line, not category) and round 15
+# to 48, 53, 3 short and 49, 50, 5 embedded (the five cases its README lists as structural).
 LEARNED_FLOOR = {
     "round6.jsonl": {"short": (66, 67, 0), "embedded": (62, 63, 4)},
     "round7.jsonl": {"short": (62, 62, 0), "embedded": (63, 61, 1)},
@@ -80,9 +84,9 @@ LEARNED_FLOOR = {
     "round10.jsonl": {"short": (59, 57, 2), "embedded": (58, 57, 2)},
     "round11.jsonl": {"short": (57, 61, 1), "embedded": (56, 59, 3)},
     "round12.jsonl": {"short": (51, 59, 0), "embedded": (52, 60, 1)},
-    "round13.jsonl": {"short": (53, 60, 2), "embedded": (56, 59, 3)},
-    "round14.jsonl": {"short": (55, 62, 2), "embedded": (57, 61, 3)},
-    "round15.jsonl": {"short": (43, 48, 8), "embedded": (46, 47, 8)},
+    "round13.jsonl": {"short": (54, 61, 2), "embedded": (57, 60, 3)},
+    "round14.jsonl": {"short": (55, 63, 1), "embedded": (57, 61, 3)},
+    "round15.jsonl": {"short": (48, 53, 3), "embedded": (49, 50, 5)},
     "round16.jsonl": {"short": (56, 57, 4), "embedded": (59, 57, 4)},
 }
 

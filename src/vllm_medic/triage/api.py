@@ -13,13 +13,15 @@ from vllm_medic.errors import ToolError, UsageError
 from vllm_medic.model import Finding
 from vllm_medic.redact import redact_text
 from vllm_medic.triage.catalogue import Catalogue, load_catalogue
+from vllm_medic.triage.dedent import maybe_dedent
 from vllm_medic.triage.follow import Anomaly, follow_sources
 from vllm_medic.triage.normalize import timestamp_str
 from vllm_medic.triage.parallel import jobs_for, merge, scan_in_workers
+from vllm_medic.triage.repetition import find_repetition
 from vllm_medic.triage.scanner import Accumulator, SourceScanner, build_screens
 from vllm_medic.triage.sources import LogSource, check_inputs, expand_inputs, iter_streams
 from vllm_medic.triage.spool import Spool
-from vllm_medic.triage.verdict import Verdict, judge, sort_hits, to_findings, weak_verdict
+from vllm_medic.triage.verdict import Verdict, judge, repetition_verdict, sort_hits, to_findings, weak_verdict
 from vllm_medic.triage.weak import find_weak
 from vllm_medic.triage.weak import screen_patterns as weak_screen_patterns
 
@@ -115,7 +117,7 @@ def _scan(
                 if watch is not None:
                     watch.stream(src, stream, scanner)
                 try:
-                    scanner.feed_stream(stream)
+                    scanner.feed_stream(maybe_dedent(stream))
                 finally:
                     seen.append({"name": name, "lines": scanner.line_no, "bytes": scanner.total_bytes})
         except OSError as exc:
@@ -172,6 +174,8 @@ def _scan(
                 )
             if find is not None:
                 verdict = weak_verdict(find, acc, catalogue, verdict)
+            elif (repeated := find_repetition(acc, sort_hits)) is not None:
+                verdict = repetition_verdict(repeated, acc, catalogue, verdict)
             elif not interrupted:
                 warnings.extend(f"{name}: {spool.cut}" for name, _, spool in spools.values() if spool.cut)
     finally:
@@ -183,7 +187,12 @@ def _scan(
 def _spooled(spools: dict[int, tuple[str, LogSource, Spool]]) -> list[tuple[int, LogSource]]:
     """(stream index, a source over its kept copy) for each stream that could be read only once."""
     return [
-        (index, LogSource(name=name, opener=spool.opener, rank=src.rank, node=src.node, replayable=True))
+        (
+            index,
+            LogSource(
+                name=name, opener=spool.opener, rank=src.rank, node=src.node, replayable=True, spooled=True
+            ),
+        )
         for index, (name, src, spool) in sorted(spools.items())
         if spool.kept
     ]

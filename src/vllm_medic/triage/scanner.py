@@ -25,6 +25,8 @@ from typing import IO, overload
 
 from vllm_medic.triage import lines as newlines
 from vllm_medic.triage.catalogue import Catalogue, Signature
+from vllm_medic.triage.computed import ComputedFind, first_computed
+from vllm_medic.triage.computed import screen_patterns as computed_screen_patterns
 from vllm_medic.triage.families import FamilyVerdict, frames_above, load_families
 from vllm_medic.triage.fields import is_structured_field
 from vllm_medic.triage.lines import Block
@@ -45,6 +47,9 @@ _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
 _FATAL_WORD = re.compile(r"\bFATAL\b|\bFatal error\b|\bpanic:")
 _RAISE_STATEMENT = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|from\b|$)")
 _MAX_RUNS = 64
+# A file's last lines, kept for the repetition layer (repetition.py), each cut to this many bytes.
+TAIL_LINES = 256
+_TAIL_LINE_BYTES = 1024
 # Verdicts remembered per source for single lines (message, level): serving logs repeat a few warnings
 # thousands of times, each a candidate of the screen.
 _MAX_VERDICTS = 4096
@@ -76,14 +81,31 @@ class Hit:
     run: int = 0
     # "follows" / "quotes" when the line only announces a cause printed next to it (wrappers.py).
     wrapper: str | None = None
+    # A computed check (computed.py) that held on a line no signature claims.
+    computed: ComputedFind | None = None
 
     @property
     def sig_id(self) -> str:
         if self.signature:
             return self.signature.id
+        if self.computed is not None:
+            return f"computed-{self.computed.check.id}"
         if self.family is not None:
             return f"family-{self.family.family.id}"
-        return {"novel": "novel-line", "raise": "raise-line"}.get(self.kind, "generic-error")
+        return {"novel": "novel-line", "raise": "raise-line", "repetition": "repeated-wait"}.get(
+            self.kind, "generic-error"
+        )
+
+
+@dataclass(frozen=True)
+class Tail:
+    """The last lines of one source as read (up to TAIL_LINES), and the line number of the first."""
+
+    name: str
+    first_line: int
+    lines: list[str]
+    rank: int | None = None
+    node: str | None = None
 
 
 @dataclass
@@ -126,6 +148,7 @@ class Accumulator:
     weak_screened: set[int] = field(default_factory=set)
     weak_lines: dict[int, array[int]] = field(default_factory=dict)
     weak_from: dict[int, tuple[int, int]] = field(default_factory=dict)
+    tails: dict[int, Tail] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     def record(self, hit: Hit) -> bool:
@@ -189,6 +212,7 @@ class SourceScanner:
         self.last_ts: datetime | None = None
         self.year: int | None = None
         self.tail: deque[str] = deque(maxlen=CONTEXT_LINES)
+        self.long_tail: deque[bytes] = deque(maxlen=TAIL_LINES)
         self.folder = TracebackFolder()
         self.pending_after: list[Hit] = []
         self._last_lines: Sequence[bytes] = []
@@ -196,7 +220,7 @@ class SourceScanner:
         self._carry: list[bytes] = []  # the previous block's last lines (a traceback may start there)
         self.total_bytes = 0
         self._refused_in_block: list[tuple[int, Hit]] = []
-        self._verdicts: dict[tuple[str, str | None], tuple[bool, Signature | None, bool]] = {}
+        self._verdicts: dict[tuple[str, str | None], LineVerdict] = {}
         self._block_at = 0  # byte offset in the stream where the block being scanned starts
         if screen.has_flagged:
             acc.weak_screened.add(index)
@@ -274,6 +298,8 @@ class SourceScanner:
             self._consider_cut(ended, self._last_lines, ended.line - self._last_base - 1, self._last_base)
         self.acc.lines[self.index] = self.line_no
         self.acc.bytes[self.index] = self.total_bytes
+        kept = [raw.decode("utf-8", "replace").rstrip("\r") for raw in self.long_tail]
+        self.acc.tails[self.index] = Tail(self.name, self.line_no - len(kept) + 1, kept, self.rank, self.node)
 
     def _long_line(self, head: bytes) -> None:
         self.acc.warnings.append(
@@ -358,7 +384,7 @@ class SourceScanner:
         n = newlines.count(block, 0, end)
         if n >= CONTEXT_LINES + 1 or not self.tail:
             start = end
-            for _ in range(min(n, 64) + 1):
+            for _ in range(min(n, TAIL_LINES) + 1):
                 start = block.rfind(b"\n", 0, start - 1) if start > 1 else -1
                 if start < 0:
                     break
@@ -376,6 +402,7 @@ class SourceScanner:
     def _update_tail_and_time(self, lines: Sequence[bytes]) -> None:
         for raw in lines[-CONTEXT_LINES:]:
             self.tail.append(raw[:4096].decode("utf-8", "replace").rstrip("\r"))
+        self.long_tail.extend(raw[:_TAIL_LINE_BYTES] for raw in lines[-TAIL_LINES:])
         for raw in reversed(lines[-64:]):
             ev = normalize_line(raw[:512], self.name, 0, year=self.year)
             if ev.timestamp is not None:
@@ -417,13 +444,13 @@ class SourceScanner:
 
     # -- line level --------------------------------------------------------------------------
     def _consider(self, ev: Event, lines: Sequence[bytes], idx: int, base: int) -> None:
-        banner, sig, generic = self._verdict(ev)
+        banner, sig, generic, computed = self._verdict(ev)
         if banner:
             self._new_run(ev, lines, idx, base)
             return
         if sig is not None and sig.role == "noise":
             return
-        kind = "signature" if sig is not None else unclaimed_kind(ev, generic)
+        kind = "signature" if sig is not None else "computed" if computed else unclaimed_kind(ev, generic)
         if kind is None:
             return
         if ev.rank is None:
@@ -436,10 +463,10 @@ class SourceScanner:
         before = [r[:4096].decode("utf-8", "replace").rstrip("\r") for r in lines[lo:idx]]
         if len(before) < CONTEXT_LINES and idx - CONTEXT_LINES < 0:
             before = list(self.tail)[len(before) - CONTEXT_LINES :] + before if before else list(self.tail)
-        hit = Hit(ev, sig, self.index, kind=kind, wrapper=wrapper_kind(ev.message))
+        hit = Hit(ev, sig, self.index, kind=kind, wrapper=wrapper_kind(ev.message), computed=computed)
         if sig is not None and sig.id == ACCESS_4XX:
             self._note_refusal(hit, lines, idx, before)
-        if sig is None:
+        if sig is None and computed is None:
             frames = ev.frames or frames_above(ev.message, before[-CONTEXT_LINES:])
             hit.family = load_families().score(
                 ev.message, frames, before[-CONTEXT_LINES:], ev.origin, cut=ev.cut is not None
@@ -453,9 +480,9 @@ class SourceScanner:
         if len(hit.after) < CONTEXT_LINES:
             self.pending_after.append(hit)
 
-    def _verdict(self, ev: Event) -> tuple[bool, Signature | None, bool]:
-        """(is a restart banner, `classify`), remembered for a single line: without frames its message
-        and level are all either reads."""
+    def _verdict(self, ev: Event) -> LineVerdict:
+        """(is a restart banner, `classify`, a computed check that held), remembered for a single
+        line: without frames its message and level are all any of them reads."""
         if ev.frames or ev.traceback_start is not None:
             return _line_verdict(self.cat, ev)
         key = (ev.message, ev.level)
@@ -538,10 +565,15 @@ class SourceScanner:
         return self.last_ts
 
 
-def _line_verdict(catalogue: Catalogue, ev: Event) -> tuple[bool, Signature | None, bool]:
+LineVerdict = tuple[bool, Signature | None, bool, ComputedFind | None]
+
+
+def _line_verdict(catalogue: Catalogue, ev: Event) -> LineVerdict:
     if RUN_BANNER.search(ev.message):
-        return True, None, False
-    return (False, *classify(catalogue, ev))
+        return True, None, False, None
+    sig, generic = classify(catalogue, ev)
+    computed = first_computed(ev.message) if sig is None and ev.message.strip() else None
+    return False, sig, generic, computed
 
 
 def unclaimed_kind(ev: Event, generic: bool) -> str | None:
@@ -774,6 +806,7 @@ def build_screens(
                 *catalogue.screen_patterns(),
                 *GENERIC_PATTERNS,
                 *families.screen_patterns(),
+                *computed_screen_patterns(),
                 *RUN_BANNERS,
                 ANNOUNCE.pattern,
             ],

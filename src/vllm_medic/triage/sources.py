@@ -46,6 +46,9 @@ class LogSource:
     path: Path | None = None
     # Can be opened and read again (files, text): the weak layer's second look (weak.py) needs it.
     replayable: bool = False
+    # A copy the first pass kept of a stream it could read only once (spool.py): read as it came, never
+    # dedented (the first pass could not dedent a pipe, and the offsets it recorded are the raw ones).
+    spooled: bool = False
 
 
 def _rank_from_name(name: str) -> int | None:

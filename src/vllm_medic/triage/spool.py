@@ -76,6 +76,9 @@ class _Tee:
         self._stream = stream
         self._spool = spool
 
+    def seekable(self) -> bool:
+        return False  # read once, as it arrives
+
     def read1(self, n: int = -1) -> bytes:
         inner = getattr(self._stream, "read1", None)
         return self._kept(inner(n) if inner is not None else self._stream.read(n))

@@ -13,11 +13,13 @@ from vllm_medic.model import Category, Finding, Severity
 from vllm_medic.redact import redact_text
 from vllm_medic.triage.cascade_entry import CascadeEntry, FirstSeen
 from vllm_medic.triage.catalogue import Catalogue
+from vllm_medic.triage.computed import LAYER_COMPUTED
 from vllm_medic.triage.families import FamilyBook, FamilyVerdict, frames_above, load_families
 from vllm_medic.triage.normalize import timestamp_str
 from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUNTIME_SIGNATURES, RUNTIME_TEXT, Phase
 from vllm_medic.triage.phase import decide as phase_decide
+from vllm_medic.triage.repetition import CONF_REPETITION, LAYER_REPETITION, RepetitionFind
 from vllm_medic.triage.scanner import Accumulator, Hit, SigStats
 from vllm_medic.triage.weak import CONF_WEAK, LAYER_WEAK, WeakFind, default_category, describe, title_of
 from vllm_medic.triage.wrappers import WINDOW_LINES
@@ -26,6 +28,7 @@ LAYER_SIGNATURE, LAYER_FAMILY, LAYER_NOVELTY, LAYER_GENERIC = "signature", "fami
 
 CONF_STRONG = 0.9
 CONF_STRONG_CONTESTED = 0.75
+CONF_COMPUTED = 0.6
 CONF_FAMILY = 0.6
 CONF_NOVELTY = 0.4
 CONF_GENERIC = 0.3
@@ -34,9 +37,21 @@ CONF_CASCADE_ONLY = 0.15
 PHASE_NOT_EVIDENCED_PENALTY = 0.15
 
 # Tiers, best first: a lower tier wins whatever the time; inside a tier the earliest hit wins.
-T_SIGNATURE, T_FAMILY, T_NOVEL, T_GENERIC, T_RAISE, T_CASCADE, T_WEAK, T_NEVER = 0, 1, 2, 3, 4, 5, 9, 10
+# A computed check (numbers compared on the line) ranks after the signatures, ahead of the families.
+T_SIGNATURE, T_COMPUTED, T_FAMILY, T_NOVEL, T_GENERIC, T_RAISE, T_CASCADE, T_WEAK, T_NEVER = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    9,
+    10,
+)
 _LAYER = {
     T_SIGNATURE: LAYER_SIGNATURE,
+    T_COMPUTED: LAYER_COMPUTED,
     T_FAMILY: LAYER_FAMILY,
     T_NOVEL: LAYER_NOVELTY,
     T_GENERIC: LAYER_GENERIC,
@@ -103,6 +118,8 @@ def _tier(hit: Hit) -> int:
         if sig.role == "cascade":
             return T_CASCADE if sig.priority > 0 else T_NEVER  # orderly shutdown is never reported alone
         return T_SIGNATURE if sig.strong else T_WEAK
+    if hit.computed is not None:
+        return T_COMPUTED
     if hit.family is not None:
         return T_FAMILY
     return {"novel": T_NOVEL, "generic": T_GENERIC, "raise": T_RAISE}.get(hit.kind, T_GENERIC)
@@ -272,9 +289,31 @@ def _unwrap(root: Hit, pool: list[Hit]) -> Hit:
     return min(cands, key=lambda h: h.event.line) if cands else root
 
 
+def _stated(root: Hit, pool: list[Hit]) -> Hit | None:
+    """The line just below a computed root that states the check's consequence in the program's own
+    words (the check's `stated_by`), in the same file and run: the line a reader quotes."""
+    check = root.computed.check if root.computed is not None else None
+    if check is None or check.stated_by is None:
+        return None
+    line = root.event.line
+    cands = [
+        h
+        for h in pool
+        if h.source_index == root.source_index
+        and h.run == root.run
+        and line < h.event.line <= line + check.stated_within
+        and h.signature is None
+        and h.computed is None
+        and check.stated_by.search(h.event.message)
+    ]
+    return min(cands, key=lambda h: h.event.line) if cands else None
+
+
 def _class_of(h: Hit) -> str | None:
     if h.signature is not None:
         return h.signature.category
+    if h.computed is not None:
+        return h.computed.check.category
     return h.family.family.category if h.family is not None else None
 
 
@@ -298,6 +337,8 @@ def _category_of(root: Hit, tier: int) -> tuple[str, str | None]:
         return root.signature.category, root.signature.runtime_category
     if tier in (T_WEAK,) and root.signature is not None:
         return root.signature.category, None
+    if tier == T_COMPUTED and root.computed is not None:
+        return root.computed.check.category, None
     if root.family is not None:
         fam = root.family.family
         return fam.category, fam.runtime_category
@@ -332,6 +373,8 @@ def _family_inputs(h: Hit) -> tuple[str, list[str]]:
 def _why(root: Hit, tier: int, promoted_count: int = 0) -> str:
     if tier == T_SIGNATURE and root.signature is not None:
         return f"earliest root-cause signature `{root.signature.id}`"
+    if tier == T_COMPUTED and root.computed is not None:
+        return f"no signature matched; {root.computed.why}"
     if tier == T_FAMILY and root.family is not None:
         return f"no signature matched; {root.family.why}"
     if tier == T_NOVEL:
@@ -357,6 +400,8 @@ def _title(root: Hit, tier: int, promoted_count: int, scope: str = "") -> str:
         return root.signature.title
     if root.signature is not None:
         return root.signature.title
+    if tier == T_COMPUTED and root.computed is not None:
+        return root.computed.check.title
     if tier == T_FAMILY and root.family is not None:
         return root.family.family.title
     if tier == T_NOVEL:
@@ -390,7 +435,9 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     families = load_families()
     hits = list(acc.first.values())
     for h in hits:
-        if h.signature is None:  # rescore with the full context now that the lines after it are known
+        if (
+            h.signature is None and h.computed is None
+        ):  # rescore with the full context now that the lines after it are known
             message, frames = _family_inputs(h)
             if message is not h.event.message and (sig := catalogue.classify(message, [])) is not None:
                 h.signature = sig
@@ -407,6 +454,8 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     trailing_refusals = False
     restart_note: str | None = None
     wrapped_by: Hit | None = None
+    computed_on: Hit | None = None  # the computed line, when the line below it states its consequence
+    replaced: Hit | None = None
     if not by_tier or min(by_tier) >= T_WEAK:
         root, trailing_refusals = _promoted(hits, acc)
         if root is None and (found := _restart(hits, acc)) is not None:
@@ -431,6 +480,9 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
             wrapped_by = root
             root, tier = cause, _tier(cause)
             ordered = _sorted(by_tier[tier])
+        if tier == T_COMPUTED and (stated := _stated(root, pool)) is not None:
+            computed_on, replaced = root, stated
+            root = replace(stated, computed=root.computed)
         if tier == T_SIGNATURE:
             root_category = root.signature.category if root.signature is not None else None
             contested = [
@@ -444,6 +496,7 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
             confidence = CONF_STRONG_CONTESTED if contested else CONF_STRONG
         else:
             confidence = {
+                T_COMPUTED: CONF_COMPUTED,
                 T_FAMILY: CONF_FAMILY,
                 T_NOVEL: CONF_NOVELTY,
                 T_GENERIC: CONF_GENERIC,
@@ -466,6 +519,11 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     reason = restart_note or _why(root, tier, promoted_count)
     if lean is not None:
         reason += f"; no family reached the {families.threshold:g} a verdict needs, but the category leans to {lean.why}"
+    if computed_on is not None:
+        reason += (
+            f" on line {computed_on.event.line}; reported on line {root.event.line}, which states its "
+            "consequence in the program's own words (`stated_by` in data/computed_checks.yaml)"
+        )
     if wrapped_by is not None:
         reason += f"; the line above it ({wrapped_by.event.source}:{wrapped_by.event.line}) only announces it"
     if restart_note is not None:
@@ -479,7 +537,7 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
         title = _title(root, tier, promoted_count, scope)
 
     cascade: list[CascadeEntry] = []
-    for h in _sorted([h for h in pool if h is not root]):
+    for h in _sorted([h for h in pool if h is not root and h is not replaced]):
         if earlier(h, root) < 0:
             continue  # weaker signals before the root are not its consequences
         key = h.sig_id
@@ -505,6 +563,8 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     elif sig is not None and tier in (T_SIGNATURE, T_WEAK):
         fix.extend(sig.fix)
         docs.extend(sig.docs)
+    elif root.computed is not None and tier == T_COMPUTED:
+        fix.extend(root.computed.check.fix)
     for step in catalogue.category_fix.get(category, []):
         if step not in fix:
             fix.append(step)
@@ -576,14 +636,53 @@ def weak_verdict(find: WeakFind, acc: Accumulator, catalogue: Catalogue, base: V
     )
 
 
+def repetition_verdict(
+    find: RepetitionFind, acc: Accumulator, catalogue: Catalogue, base: Verdict
+) -> Verdict:
+    """The verdict for a log that ends in one wait/retry line repeated (repetition.py): the category
+    its words lean to, else `other`; the lowest confidence; `why` quotes the count and the share."""
+    families = load_families()
+    root = find.hit
+    lean = families.score(
+        root.event.message,
+        [],
+        [],
+        root.event.origin,
+        threshold=families.lean_threshold,
+        margin=families.lean_margin,
+    )
+    category = lean.family.category if lean is not None else Category.OTHER.value
+    phase = decide_phase(root, acc, list(acc.first.values()))
+    reason = find.why + (f"; the category leans to {lean.why}" if lean is not None else "")
+    return Verdict(
+        root,
+        category,
+        CONF_REPETITION,
+        reason,
+        phase.summary,
+        [],
+        list(catalogue.category_fix.get(category, [])),
+        list(catalogue.category_docs.get(category, [])),
+        base.signals,
+        layer=LAYER_REPETITION,
+        title=f"The log ends in one wait/retry line repeated x{find.run.count}: what it waits for never happened",
+        phase=phase,
+    )
+
+
 def _entry(h: Hit, acc: Accumulator) -> CascadeEntry:
     stats = acc.stats.get(h.sig_id, SigStats())
     fam = h.family.family if h.family is not None and h.signature is None else None
+    check = h.computed.check if h.computed is not None and h.signature is None else None
     return CascadeEntry(
         signature=h.sig_id,
         role=h.signature.role if h.signature else (h.kind if fam is None else "family"),
-        category=h.signature.category if h.signature else (fam.category if fam else Category.OTHER.value),
-        title=h.signature.title if h.signature else (fam.title if fam else "error line"),
+        category=h.signature.category
+        if h.signature
+        else (check.category if check else fam.category if fam else Category.OTHER.value),
+        title=h.signature.title
+        if h.signature
+        else (check.title if check else fam.title if fam else "error line"),
         count=stats.count,
         ranks=sorted(stats.ranks),
         sources=list(stats.sources),

@@ -29,6 +29,7 @@ from vllm_medic.errors import UsageError
 from vllm_medic.model import Category
 from vllm_medic.triage import lines as newlines
 from vllm_medic.triage.catalogue import Catalogue, safe_yaml
+from vllm_medic.triage.dedent import maybe_dedent
 from vllm_medic.triage.normalize import Event, normalize_line
 from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.parallel import jobs_for, scan_in_workers
@@ -359,7 +360,9 @@ def find_weak(
 
         assert src.opener is not None  # kept above
         try:
-            with src.opener() as stream:
+            with src.opener() as opened:
+                # as the first pass read it: a spooled copy raw, a file dedented where it is indented
+                stream: IO[bytes] = opened if src.spooled else maybe_dedent(opened)
                 if index not in acc.weak_screened:
                     got = scan_stream(stream, src.name, index, judge_line, screen)
                 else:
