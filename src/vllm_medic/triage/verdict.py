@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from vllm_medic.model import Category, Finding, Severity
@@ -275,18 +276,31 @@ def _unwrap(root: Hit, pool: list[Hit]) -> Hit:
     guess from its wording; where both agree the earlier line points at the same diagnosis)."""
     if not root.wrapper:
         return root
+    cause = _first_below(
+        root,
+        pool,
+        WINDOW_LINES,
+        lambda h: (
+            not h.wrapper
+            and _tier(h) <= T_FAMILY
+            and (root.wrapper in ("quotes", "dump") or _class_of(h) != _class_of(root))
+        ),
+    )
+    return cause or root
+
+
+def _first_below(root: Hit, pool: list[Hit], within: int, accept: Callable[[Hit], bool]) -> Hit | None:
+    """The earliest hit of `pool` in root's file and run, at most `within` lines below it, that `accept`s."""
     line = root.event.line
     cands = [
         h
         for h in pool
         if h.source_index == root.source_index
         and h.run == root.run
-        and line < h.event.line <= line + WINDOW_LINES
-        and not h.wrapper
-        and _tier(h) <= T_FAMILY
-        and (root.wrapper in ("quotes", "dump") or _class_of(h) != _class_of(root))
+        and line < h.event.line <= line + within
+        and accept(h)
     ]
-    return min(cands, key=lambda h: h.event.line) if cands else root
+    return min(cands, key=lambda h: h.event.line) if cands else None
 
 
 def _stated(root: Hit, pool: list[Hit]) -> Hit | None:
@@ -295,18 +309,13 @@ def _stated(root: Hit, pool: list[Hit]) -> Hit | None:
     check = root.computed.check if root.computed is not None else None
     if check is None or check.stated_by is None:
         return None
-    line = root.event.line
-    cands = [
-        h
-        for h in pool
-        if h.source_index == root.source_index
-        and h.run == root.run
-        and line < h.event.line <= line + check.stated_within
-        and h.signature is None
-        and h.computed is None
-        and check.stated_by.search(h.event.message)
-    ]
-    return min(cands, key=lambda h: h.event.line) if cands else None
+    stated_by = check.stated_by
+    return _first_below(
+        root,
+        pool,
+        check.stated_within,
+        lambda h: h.signature is None and h.computed is None and bool(stated_by.search(h.event.message)),
+    )
 
 
 def _class_of(h: Hit) -> str | None:

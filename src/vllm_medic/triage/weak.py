@@ -305,7 +305,7 @@ def _judge_at(
         end = cut if cut > stop else stop
     before, after_lines = _context(window, lead, stop, end)
     whole = window.count(b"\n", 0, lead) - (1 if offset > lead else 0)  # the first line may be cut
-    before = before[len(before) - whole :] if 0 < whole < len(before) else ([] if whole <= 0 else before)
+    before = before[-whole:] if whole > 0 else []
     hit = Hit(ev, None, index, before=before, after=after_lines, kind=LAYER_WEAK)
     level = ev.level in _WARNING_LEVELS or bool(_PY_WARNING.search(ev.message))
     return WeakFind(hit, found[0], found[1], level)
