@@ -220,3 +220,18 @@ def test_a_truncated_archive_read_again_is_not_a_crash(tmp_path):
 
     d = json.loads(proc.stdout)
     assert d["root_cause"] is None and any("read stopped" in w for w in d["warnings"])
+
+
+def test_the_terminal_names_the_weak_signature_the_json_names(tmp_path):
+    """The text view's header quoted the line's first-pass id (`generic-error`) for a weak root."""
+    from typer.testing import CliRunner
+
+    from vllm_medic.cli import app
+
+    log = tmp_path / "x.log"
+    log.write_text(
+        "INFO 05-11 12:04:19 [metrics.py:502] Prefix cache hit rate: GPU: 0.00%\n", encoding="utf-8"
+    )
+    r = CliRunner().invoke(app, ["triage", str(log)])
+    assert r.exit_code == 1, r.output
+    assert "signature weak-zero-reuse" in r.stdout and "generic-error" not in r.stdout

@@ -32,7 +32,7 @@ def render(result: TriageResult, console: Console) -> None:
     title = v.title or (sig.title if sig else "Earliest error line (no known signature)")
     p(
         f"[red][✗][/] [bold]Root cause: {escape(title)}[/]  [dim]({escape(v.category or 'other')}, "
-        f"layer {escape(v.layer or 'generic')}, signature {escape(v.root.sig_id)}, confidence {v.confidence:.2f})[/]",
+        f"layer {escape(v.layer or 'generic')}, signature {escape(v.root_id or v.root.sig_id)}, confidence {v.confidence:.2f})[/]",
         highlight=False,
     )
     where = f"{ev.source}:{ev.line}"
