@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import IO, overload
 
 from vllm_medic.triage import lines as newlines
+from vllm_medic.triage import recurring
 from vllm_medic.triage.catalogue import Catalogue, Signature
 from vllm_medic.triage.computed import ComputedFind, first_computed
 from vllm_medic.triage.computed import screen_patterns as computed_screen_patterns
@@ -41,6 +42,7 @@ BLOCK_BYTES = 4 * 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024
 CONTEXT_LINES = 3
 WEAK_LINES_MAX = 200_000  # cue-pattern lines kept per source for the weak layer (3.2 MB of offsets)
+_WEAK_KEYS_MAX = 65_536  # distinct recurring-line keys remembered per source (recurring.py)
 _MAX_RANKS = 4096
 _MAX_NAMES = 64
 _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
@@ -214,6 +216,7 @@ class SourceScanner:
         self.tail: deque[str] = deque(maxlen=CONTEXT_LINES)
         self.long_tail: deque[bytes] = deque(maxlen=TAIL_LINES)
         self.folder = TracebackFolder()
+        self._weak_keys: dict[bytes, bool] = {}
         self.pending_after: list[Hit] = []
         self._last_lines: Sequence[bytes] = []
         self._last_base = 0
@@ -371,12 +374,24 @@ class SourceScanner:
         self._update_tail_and_time(lines)
 
     def _note_weak(self, block: Block, end: int, flagged: list[int]) -> None:
+        """Record the cue lines of a block for the weak layer, a recurring line (same message, another
+        timestamp or pid: recurring.py) only the first time: the weak layer judges one message once."""
         rows, starts, _ = newlines.candidates(block, end, flagged)
         kept = self.acc.weak_lines.setdefault(self.index, array("q"))
-        if len(kept) // 2 + len(rows) > WEAK_LINES_MAX:
-            self.acc.weak_from[self.index] = (self._block_at, self.line_no)
-            return
+        keys = self._weak_keys
         for row, start in zip(rows, starts, strict=True):
+            stop = block.find(b"\n", start, end)
+            raw = bytes(block[start : stop if stop >= 0 else end])
+            key = recurring.key_of(raw)
+            if key is not None:
+                shared = keys.get(key)
+                if shared:
+                    continue
+                if shared is None and len(keys) < _WEAK_KEYS_MAX:
+                    keys[key] = recurring.shares(raw)
+            if len(kept) // 2 >= WEAK_LINES_MAX:
+                self.acc.weak_from[self.index] = (self._block_at + start, self.line_no + row)
+                return
             kept.append(self._block_at + start)
             kept.append(self.line_no + row)
 
