@@ -33,7 +33,10 @@ def key_of(raw: bytes) -> bytes | None:
 
 def shares(raw: bytes) -> bool:
     """Whether every line with this line's key has its message: the message lies in the kept part."""
+    return message_within(raw, normalize_line(raw).message)
+
+
+def message_within(raw: bytes, message: str) -> bool:
+    """`shares`, for a line already normalised to `message`."""
     split = _split(raw)
-    if not split:
-        return True
-    return strip_ansi(decode(raw[split:])).endswith(normalize_line(raw).message)
+    return not split or strip_ansi(decode(raw[split:])).endswith(message)

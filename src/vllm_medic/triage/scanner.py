@@ -43,6 +43,7 @@ MAX_LINE_BYTES = 1024 * 1024
 CONTEXT_LINES = 3
 WEAK_LINES_MAX = 200_000  # cue-pattern lines kept per source for the weak layer (3.2 MB of offsets)
 _WEAK_KEYS_MAX = 65_536  # distinct recurring-line keys remembered per source (recurring.py)
+_INERT_MAX = 65_536
 _MAX_RANKS = 4096
 _MAX_NAMES = 64
 _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
@@ -217,6 +218,8 @@ class SourceScanner:
         self.long_tail: deque[bytes] = deque(maxlen=TAIL_LINES)
         self.folder = TracebackFolder()
         self._weak_keys: dict[bytes, bool] = {}
+        # Keys (recurring.py) of candidate lines that were nothing: their repeats are not parsed again.
+        self._inert: set[bytes] = set()
         self.pending_after: list[Hit] = []
         self._last_lines: Sequence[bytes] = []
         self._last_base = 0
@@ -351,21 +354,31 @@ class SourceScanner:
             if i >= n:
                 break
             raw = lines[i]
+            key = recurring.key_of(raw) if self.folder.idle else None
+            if key is not None and key in self._inert:
+                continue
             ev = normalize_line(raw, self.name, base + i + 1, year=self.year)
-            if (
-                ev.timestamp is not None
-                and ev.timestamp_text
-                and ev.timestamp_text[:1].isdecimal()
-                and len(ev.timestamp_text) > 14
-            ):
-                self.year = ev.timestamp.year
+            dated = False
+            stamp = ev.timestamp_text or ""
+            if ev.timestamp is not None and stamp[:1].isdecimal() and len(stamp) > 14:
+                self.year, dated = ev.timestamp.year, True
             kept = self.folder.feed(ev)
             if self.folder.cut:
                 for cut in self.folder.take_cut():
                     self._consider_cut(cut, lines, i - (ev.line - cut.line), base)
             if kept is None:
                 continue
-            self._consider(kept, lines, max(0, i - (ev.line - kept.line)), base)
+            passed = self._consider(kept, lines, max(0, i - (ev.line - kept.line)), base)
+            if (
+                passed
+                and key is not None
+                and kept is ev
+                and not dated
+                and self.folder.idle
+                and len(self._inert) < _INERT_MAX
+                and recurring.message_within(raw, ev.message)
+            ):
+                self._inert.add(key)
         if self.index in self.acc.refusing or self._refused_in_block:
             self._settle_refusals(block, end)
         self._last_lines, self._last_base = lines, base
@@ -458,16 +471,17 @@ class SourceScanner:
         self.acc.served[self.index] = ev
 
     # -- line level --------------------------------------------------------------------------
-    def _consider(self, ev: Event, lines: Sequence[bytes], idx: int, base: int) -> None:
+    def _consider(self, ev: Event, lines: Sequence[bytes], idx: int, base: int) -> bool:
+        """Keep what the line is (a hit, a restart banner); True when it is nothing and left no trace."""
         banner, sig, generic, computed = self._verdict(ev)
         if banner:
             self._new_run(ev, lines, idx, base)
-            return
+            return False
         if sig is not None and sig.role == "noise":
-            return
+            return True
         kind = "signature" if sig is not None else "computed" if computed else unclaimed_kind(ev, generic)
         if kind is None:
-            return
+            return True
         if ev.rank is None:
             ev.rank = self.rank
         if ev.node is None:
@@ -487,13 +501,14 @@ class SourceScanner:
                 ev.message, frames, before[-CONTEXT_LINES:], ev.origin, cut=ev.cut is not None
             )
         if not self.acc.record(hit):
-            return
+            return False
         hit.before = before[-CONTEXT_LINES:]
         hit.after = [
             r[:4096].decode("utf-8", "replace").rstrip("\r") for r in lines[idx + 1 : idx + 1 + CONTEXT_LINES]
         ]
         if len(hit.after) < CONTEXT_LINES:
             self.pending_after.append(hit)
+        return False
 
     def _verdict(self, ev: Event) -> LineVerdict:
         """(is a restart banner, `classify`, a computed check that held), remembered for a single
