@@ -274,11 +274,18 @@ def _parse_document(doc: Any, origin: str, cat: Catalogue, *, lazy: bool = False
 
 
 def safe_yaml(text: str) -> Any:
-    """`yaml.safe_load` through libyaml's C parser when PyYAML has it (about 10x faster: the shipped
-    catalogue and families parse on every run), the pure-Python one otherwise; same documents out."""
+    """`yaml.safe_load` of a shipped file: through libyaml's C parser when PyYAML has it (about 10x
+    faster), the pure-Python one otherwise, and kept parsed in the user's cache (yaml_cache.py)."""
     import yaml
 
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
+    from vllm_medic.triage.yaml_cache import parsed
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return parsed(
+        text,
+        lambda t: yaml.load(t, Loader=loader),  # noqa: S506 - a safe loader
+        f"{yaml.__version__} {loader.__name__}",
+    )
 
 
 def _load_yaml(text: str, origin: str, *, shipped: bool = False) -> Any:

@@ -1,0 +1,81 @@
+"""The shipped YAML (catalogue, families, cues) parsed once per content, kept in the user's cache.
+
+libyaml's C parser still builds every node in Python: the ~170 kB shipped each run took ~20 ms to
+parse, the same documents ~0.5 ms to load as marshal data. A file is keyed by a SHA-256 of the text,
+the Python version (marshal's format is the interpreter's own) and PyYAML's version, and carries a
+SHA-256 of its body: a truncated or foreign file is parsed again and rewritten, never loaded. A document
+marshal cannot hold (a date) is parsed every time; a cache that cannot be written costs the parse.
+Only shipped files come here: a user's catalogue goes through the guarded loader (safeyaml.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from vllm_medic.triage.screen_cache import cache_dir as _screens_dir
+
+_MAGIC = b"vllm-medic yaml 1\n"
+_KEEP = 64  # parsed files kept (one per shipped file and version seen); the oldest go first
+
+
+def cache_dir() -> Path:
+    return _screens_dir().with_name("triage-yaml")
+
+
+def _path(text: str, tag: str) -> Path:
+    h = hashlib.sha256(f"{sys.version} {tag}\0".encode())
+    h.update(text.encode("utf-8", "surrogatepass"))
+    return cache_dir() / f"{h.hexdigest()[:32]}.marshal"
+
+
+def _load(path: Path) -> tuple[bool, Any]:
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return False, None
+    head_end = raw.find(b"\n", len(_MAGIC))
+    if not raw.startswith(_MAGIC) or head_end < 0:
+        return False, None
+    body = raw[head_end + 1 :]
+    if hashlib.sha256(body).hexdigest().encode() != raw[len(_MAGIC) : head_end]:
+        return False, None
+    try:
+        return True, marshal.loads(body)
+    except (EOFError, ValueError, TypeError):
+        return False, None
+
+
+def _store(path: Path, doc: Any) -> None:
+    try:
+        body = marshal.dumps(doc)
+    except ValueError:
+        return  # a date or another object marshal does not hold: parsed each time
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(_MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+        os.replace(tmp, path)
+        olds = sorted(path.parent.glob("*.marshal"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in olds[_KEEP:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only or full cache: parse again next time
+
+
+def parsed(text: str, parse: Callable[[str], Any], tag: str) -> Any:
+    """`parse(text)`, from the cache when this text was parsed before (`tag` names the parser)."""
+    path = _path(text, tag)
+    hit, doc = _load(path)
+    if hit:
+        return doc
+    doc = parse(text)
+    _store(path, doc)
+    return doc
