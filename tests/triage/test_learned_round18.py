@@ -57,7 +57,9 @@ _MISTRALRS_1529 = (
     "stack backtrace:\n"
 )
 # Project-HAMi/HAMi-core#94: HAMi-core's allocation hook refused with CUDA_ERROR_OUT_OF_MEMORY (2).
-_HAMI_CORE_94 = "[HAMI-core ERROR (pid:208 thread=139663880746752 allocator.c:121)]: cuMemoryAllocate failed res=2\n"
+_HAMI_CORE_94 = (
+    "[HAMI-core ERROR (pid:208 thread=139663880746752 allocator.c:121)]: cuMemoryAllocate failed res=2\n"
+)
 # skypilot-org/skypilot#8128: SkyServe's load balancer with no replica to route to (the gateway class).
 _SKYPILOT_8128 = (
     '{"detail":"No ready replicas. Use \\"sky serve status [SERVICE_NAME]\\" to check the replica status."}\n'
@@ -148,7 +150,16 @@ def test_round18_backward_pass_picks_runtime(tmp_path):
 def test_round18_mod_term():
     assert parse_side("mod(a, b)")[0].mod == ("a", "b")
     (check,) = parse_checks(
-        {"checks": [{"id": "m", "category": "other", "pattern": r"(?P<a>\d+) (?P<b>\d+)", "compare": "mod(a, b) == 0"}]},
+        {
+            "checks": [
+                {
+                    "id": "m",
+                    "category": "other",
+                    "pattern": r"(?P<a>\d+) (?P<b>\d+)",
+                    "compare": "mod(a, b) == 0",
+                }
+            ]
+        },
         "test",
     )
     assert evaluate(check, "6 3") is not None
@@ -200,3 +211,23 @@ def test_round18_backward_frames_on_the_round_log(tmp_path):
     rc = _root(tmp_path, case["log"])
     assert (rc["line"], rc["category"]) == (case["first_anomaly_line"], "oom_runtime"), rc
     assert rc["phase"]["value"] == case["phase"] == "runtime", rc["phase"]
+
+
+# NVIDIA/TensorRT-LLM#2268: a healthy KV sizing (about half of the GPU free): no root.
+_TRTLLM_2268 = (
+    "[TensorRT-LLM][INFO] Memory usage when calculating max tokens in paged kv cache: total: 39.39 GiB, "
+    "available: 21.89 GiB\n"
+    "[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 631\n"
+)
+
+
+def test_round18_kv_sizing_with_memory_free_stays_quiet(tmp_path):
+    assert root_cause(tmp_path, _TRTLLM_2268) is None
+
+
+def test_round18_kv_sizing_with_no_memory_free_on_the_round_log(tmp_path):
+    # The round-18 log (no second report with a posted line was found).
+    case = _case("tensorrt-llm-2398")
+    rc = _root(tmp_path, case["log"])
+    assert (rc["line"], rc["category"]) == (case["first_anomaly_line"], "oom_startup"), rc
+    assert "kv-cache-sized-with-no-free-memory" in rc["why"], rc["why"]
