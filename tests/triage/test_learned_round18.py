@@ -231,3 +231,37 @@ def test_round18_kv_sizing_with_no_memory_free_on_the_round_log(tmp_path):
     rc = _root(tmp_path, case["log"])
     assert (rc["line"], rc["category"]) == (case["first_anomaly_line"], "oom_startup"), rc
     assert "kv-cache-sized-with-no-free-memory" in rc["why"], rc["why"]
+
+
+def test_round18_cause_under_caused_by_is_read_on_the_round_log(tmp_path):
+    # The round-18 log (TEI's anyhow chain: `Error: Could not create backend`, `Caused by:`, the cause
+    # indented below). huggingface/text-embeddings-inference#306 posts the same chain with a cause no
+    # family knows (`cannot find tensor …`): there the top line stays the root (test below).
+    case = _case("text-embeddings-inference-34")
+    rc = _root(tmp_path, case["log"])
+    assert (rc["line"], rc["category"]) == (case["first_anomaly_line"], "image_dependency"), rc
+    assert "Runtime compute cap 75" in rc["why"], rc["why"]
+
+
+# huggingface/text-embeddings-inference#306.
+_TEI_306 = (
+    "Error: Could not create backend\n"
+    "\n"
+    "Caused by:\n"
+    "    Could not start backend: cannot find tensor encoder.layer.0.mlp.gated_layers.weight\n"
+)
+
+
+def test_round18_cause_without_a_class_leaves_the_top_line(tmp_path):
+    assert _root(tmp_path, _TEI_306)["line"] == 1
+
+
+def test_round18_indented_code_under_other_lines_stays_code():
+    from vllm_medic.triage.scanner import _under_cause_header
+
+    lines = [b"Error: x", b"", b"Caused by:", b"    0: creating primary lease", b"    1: grpc request error"]
+    assert _under_cause_header(lines, 3) and _under_cause_header(lines, 4)
+    tb = [b"Traceback (most recent call last):", b'  File "a.py", line 1, in <module>', b"    f()"]
+    assert not _under_cause_header(tb, 1) and not _under_cause_header(tb, 2)
+    # The header at the end of the block before.
+    assert _under_cause_header([b"    Could not start backend"], 0, [b"Error: x", b"", b"Caused by:"])
