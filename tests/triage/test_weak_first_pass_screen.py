@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_medic.triage import api, scanner, weak
+from vllm_medic.triage import api, recurring, scanner, weak
 from vllm_medic.triage.prefilter import Screen
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,3 +121,42 @@ def test_flagged_patterns_say_a_block_holds_them_without_becoming_positions():
         assert {block.count(b"\n", 0, p) for p in accented.positions_flagged(block)[1]} == {3}, kw
         assert accented.has_flagged, kw
     assert Screen([r"x"]).has_flagged is False
+
+
+def test_a_recurring_cue_line_is_recorded_once_and_the_answer_is_the_full_reads(tmp_path, monkeypatch):
+    """The noise's harmless WARNINGs match cue patterns every 50 lines; each message is recorded for the
+    second look once (recurring.py), and the root stays the line a full second read finds."""
+    log = tmp_path / "rank0.log"
+    _write(log, 20_000, CUE_LINE)
+    cue_lines = sum(1 for raw in _noise_lines()[:20_000] if weak._screen().positions(raw.encode()))
+    recorded: list[int] = []
+    real_look = weak._second_look
+
+    def look(stream, name, index, judge, screen, acc):
+        recorded.append(len(acc.weak_lines.get(index, ())) // 2)
+        return real_look(stream, name, index, judge, screen, acc)
+
+    monkeypatch.setattr(weak, "_second_look", look)
+    monkeypatch.setenv("VLLM_MEDIC_TRIAGE_JOBS", "1")
+    got = api.triage([str(log)]).to_dict()
+    with monkeypatch.context() as m:
+        _unflagged(m)
+        full = api.triage([str(log)]).to_dict()
+    assert got == full and got["root_cause"]["line"] == 20_001
+    assert cue_lines > 30 and recorded and recorded[0] <= cue_lines // 8, (cue_lines, recorded)
+
+
+def test_the_recurring_key_masks_only_the_prefix_and_is_not_shared_when_the_message_reaches_into_it():
+    a = b"(Worker pid=4121) WARNING 11-30 00:00:07 [cpu_worker.py:83] exit code 1 seen"
+    b = b"(Worker pid=9770) WARNING 12-01 13:45:59 [cpu_worker.py:83] exit code 1 seen"
+    c = b"(Worker pid=9770) WARNING 12-01 13:45:59 [cpu_worker.py:83] exit code 2 seen"
+    assert recurring.key_of(a) == recurring.key_of(b) != recurring.key_of(c)
+    # The prefix keeps its shape (a digit becomes `0`, not a run): a shorter pid is another key.
+    assert recurring.key_of(a) != recurring.key_of(b.replace(b"9770", b"977"))
+    assert recurring.shares(a) and recurring.shares(c)
+    # No logger prefix: the text before `] ` is the message itself, so lines differing there do not share.
+    d = b"worker 3 exited with code 1 [see worker log] restarting"
+    assert recurring.key_of(d) == recurring.key_of(d.replace(b"code 1", b"code 7"))
+    assert not recurring.shares(d)
+    assert recurring.key_of(b"x" * (recurring.KEY_MAX + 1)) is None
+    assert recurring.key_of(b"no prefix at all 42") == b"no prefix at all 42"

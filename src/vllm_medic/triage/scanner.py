@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import IO, overload
 
 from vllm_medic.triage import lines as newlines
+from vllm_medic.triage import recurring
 from vllm_medic.triage.catalogue import Catalogue, Signature
 from vllm_medic.triage.computed import ComputedFind, first_computed
 from vllm_medic.triage.computed import screen_patterns as computed_screen_patterns
@@ -41,6 +42,8 @@ BLOCK_BYTES = 4 * 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024
 CONTEXT_LINES = 3
 WEAK_LINES_MAX = 200_000  # cue-pattern lines kept per source for the weak layer (3.2 MB of offsets)
+_WEAK_KEYS_MAX = 65_536  # distinct recurring-line keys remembered per source (recurring.py)
+_INERT_MAX = 65_536
 _MAX_RANKS = 4096
 _MAX_NAMES = 64
 _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
@@ -214,6 +217,9 @@ class SourceScanner:
         self.tail: deque[str] = deque(maxlen=CONTEXT_LINES)
         self.long_tail: deque[bytes] = deque(maxlen=TAIL_LINES)
         self.folder = TracebackFolder()
+        self._weak_keys: dict[bytes, bool] = {}
+        # Keys (recurring.py) of candidate lines that were nothing: their repeats are not parsed again.
+        self._inert: set[bytes] = set()
         self.pending_after: list[Hit] = []
         self._last_lines: Sequence[bytes] = []
         self._causes = False  # the last block scanned holds a `Caused by:` line
@@ -352,23 +358,33 @@ class SourceScanner:
             if i >= n:
                 break
             raw = lines[i]
+            key = recurring.key_of(raw) if self.folder.idle else None
+            if key is not None and key in self._inert:
+                continue
             ev = normalize_line(raw, self.name, base + i + 1, year=self.year)
             if causes and raw[:1] in (b" ", b"\t") and _under_cause_header(lines, i, self._last_lines):
                 ev.message = ev.message.lstrip()
-            if (
-                ev.timestamp is not None
-                and ev.timestamp_text
-                and ev.timestamp_text[:1].isdecimal()
-                and len(ev.timestamp_text) > 14
-            ):
-                self.year = ev.timestamp.year
+            dated = False
+            stamp = ev.timestamp_text or ""
+            if ev.timestamp is not None and stamp[:1].isdecimal() and len(stamp) > 14:
+                self.year, dated = ev.timestamp.year, True
             kept = self.folder.feed(ev)
             if self.folder.cut:
                 for cut in self.folder.take_cut():
                     self._consider_cut(cut, lines, i - (ev.line - cut.line), base)
             if kept is None:
                 continue
-            self._consider(kept, lines, max(0, i - (ev.line - kept.line)), base)
+            passed = self._consider(kept, lines, max(0, i - (ev.line - kept.line)), base)
+            if (
+                passed
+                and key is not None
+                and kept is ev
+                and not dated
+                and self.folder.idle
+                and len(self._inert) < _INERT_MAX
+                and recurring.message_within(raw, ev.message)
+            ):
+                self._inert.add(key)
         if self.index in self.acc.refusing or self._refused_in_block:
             self._settle_refusals(block, end)
         self._last_lines, self._last_base = lines, base
@@ -377,12 +393,24 @@ class SourceScanner:
         self._update_tail_and_time(lines)
 
     def _note_weak(self, block: Block, end: int, flagged: list[int]) -> None:
+        """Record the cue lines of a block for the weak layer, a recurring line (same message, another
+        timestamp or pid: recurring.py) only the first time: the weak layer judges one message once."""
         rows, starts, _ = newlines.candidates(block, end, flagged)
         kept = self.acc.weak_lines.setdefault(self.index, array("q"))
-        if len(kept) // 2 + len(rows) > WEAK_LINES_MAX:
-            self.acc.weak_from[self.index] = (self._block_at, self.line_no)
-            return
+        keys = self._weak_keys
         for row, start in zip(rows, starts, strict=True):
+            stop = block.find(b"\n", start, end)
+            raw = bytes(block[start : stop if stop >= 0 else end])
+            key = recurring.key_of(raw)
+            if key is not None:
+                shared = keys.get(key)
+                if shared:
+                    continue
+                if shared is None and len(keys) < _WEAK_KEYS_MAX:
+                    keys[key] = recurring.shares(raw)
+            if len(kept) // 2 >= WEAK_LINES_MAX:
+                self.acc.weak_from[self.index] = (self._block_at + start, self.line_no + row)
+                return
             kept.append(self._block_at + start)
             kept.append(self.line_no + row)
 
@@ -449,16 +477,17 @@ class SourceScanner:
         self.acc.served[self.index] = ev
 
     # -- line level --------------------------------------------------------------------------
-    def _consider(self, ev: Event, lines: Sequence[bytes], idx: int, base: int) -> None:
+    def _consider(self, ev: Event, lines: Sequence[bytes], idx: int, base: int) -> bool:
+        """Keep what the line is (a hit, a restart banner); True when it is nothing and left no trace."""
         banner, sig, generic, computed = self._verdict(ev)
         if banner:
             self._new_run(ev, lines, idx, base)
-            return
+            return False
         if sig is not None and sig.role == "noise":
-            return
+            return True
         kind = "signature" if sig is not None else "computed" if computed else unclaimed_kind(ev, generic)
         if kind is None:
-            return
+            return True
         if ev.rank is None:
             ev.rank = self.rank
         if ev.node is None:
@@ -478,13 +507,14 @@ class SourceScanner:
                 ev.message, frames, before[-CONTEXT_LINES:], ev.origin, cut=ev.cut is not None
             )
         if not self.acc.record(hit):
-            return
+            return False
         hit.before = before[-CONTEXT_LINES:]
         hit.after = [
             r[:4096].decode("utf-8", "replace").rstrip("\r") for r in lines[idx + 1 : idx + 1 + CONTEXT_LINES]
         ]
         if len(hit.after) < CONTEXT_LINES:
             self.pending_after.append(hit)
+        return False
 
     def _verdict(self, ev: Event) -> LineVerdict:
         """(is a restart banner, `classify`, a computed check that held), remembered for a single

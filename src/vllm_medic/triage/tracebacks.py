@@ -128,6 +128,11 @@ class TracebackFolder:
     def inside(self) -> bool:
         return bool(self._open)
 
+    @property
+    def idle(self) -> bool:
+        """No traceback open and no announcement waiting for one: a plain line fed now only passes."""
+        return not self._open and not self._announced
+
     def feed(self, ev: Event) -> Event | None:
         msg = ev.message
         key = _key(ev)
