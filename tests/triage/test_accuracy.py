@@ -76,6 +76,8 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # 13 to 54, 61, 2 short and 57, 60, 3 embedded (llama-cpp-21099's pos_min > n_past), round 14 short to
 # 55, 63, 1 (lmcache-1142's endless `Waiting for … core engine proc(s)`: line, not category) and round 15
 # to 48, 53, 3 short and 49, 50, 5 embedded (the five cases its README lists as structural).
+# Round 18 learned (branch i10-learn18): 43/49, 45/49, 1 short and 45/49, 44/49, 2 embedded (from 32, 41, 4
+# and 34, 40, 5 on main); the corpus and rounds 6-16 did not move.
 LEARNED_FLOOR = {
     "round6.jsonl": {"short": (66, 67, 0), "embedded": (62, 63, 4)},
     "round7.jsonl": {"short": (62, 62, 0), "embedded": (63, 61, 1)},
@@ -88,6 +90,7 @@ LEARNED_FLOOR = {
     "round14.jsonl": {"short": (55, 63, 1), "embedded": (57, 61, 3)},
     "round15.jsonl": {"short": (48, 53, 3), "embedded": (49, 50, 5)},
     "round16.jsonl": {"short": (56, 57, 4), "embedded": (59, 57, 4)},
+    "round18.jsonl": {"short": (43, 45, 1), "embedded": (45, 44, 2)},
 }
 
 

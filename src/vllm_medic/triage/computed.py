@@ -30,7 +30,10 @@ _OPS: dict[str, Callable[[int, int], bool]] = {
     "<": operator.lt,
 }
 _COMPARE = re.compile(r"^(?P<left>[^<>=!]+?)\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<right>[^<>=!]+)$")
-_TERM = re.compile(r"\s*(?P<sign>[+-])?\s*(?:count\((?P<count>\w+)\)|(?P<int>\d+)|(?P<name>[A-Za-z_]\w*))\s*")
+_TERM = re.compile(
+    r"\s*(?P<sign>[+-])?\s*(?:count\((?P<count>\w+)\)|mod\(\s*(?P<mod_a>\w+)\s*,\s*(?P<mod_b>\w+)\s*\)"
+    r"|(?P<int>\d+)|(?P<name>[A-Za-z_]\w*))\s*"
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class Term:
     sign: int
     name: str | None = None  # a group's integer value
     count: str | None = None  # the number of comma-separated items in a group
+    mod: tuple[str, str] | None = None  # round 18: the remainder of one group's value divided by another's
     literal: int = 0
 
 
@@ -96,6 +100,8 @@ def parse_side(text: str) -> tuple[Term, ...]:
         sign = -1 if m.group("sign") == "-" else 1
         if m.group("int") is not None:
             terms.append(Term(sign, literal=int(m.group("int"))))
+        elif m.group("mod_a") is not None:
+            terms.append(Term(sign, mod=(m.group("mod_a"), m.group("mod_b"))))
         else:
             terms.append(Term(sign, name=m.group("name"), count=m.group("count")))
         pos = m.end()
@@ -105,7 +111,7 @@ def parse_side(text: str) -> tuple[Term, ...]:
 
 
 def _groups(terms: tuple[Term, ...]) -> set[str]:
-    return {g for t in terms for g in (t.name, t.count) if g}
+    return {g for t in terms for g in (t.name, t.count, *(t.mod or ())) if g}
 
 
 def _check(raw: Any, origin: str, where: str) -> Check:
@@ -184,6 +190,11 @@ def _value(term: Term, groups: dict[str, str]) -> int:
         return term.sign * _items(groups[term.count])
     if term.name is not None:
         return term.sign * int(groups[term.name])
+    if term.mod is not None:
+        divisor = int(groups[term.mod[1]])
+        if divisor == 0:
+            raise ValueError("mod by zero")
+        return term.sign * (int(groups[term.mod[0]]) % divisor)
     return term.sign * term.literal
 
 

@@ -222,6 +222,7 @@ class SourceScanner:
         self._inert: set[bytes] = set()
         self.pending_after: list[Hit] = []
         self._last_lines: Sequence[bytes] = []
+        self._causes = False  # the last block scanned holds a `Caused by:` line
         self._last_base = 0
         self._carry: list[bytes] = []  # the previous block's last lines (a traceback may start there)
         self.total_bytes = 0
@@ -336,6 +337,9 @@ class SourceScanner:
         lines = BlockLines(block, end, n)
         self._fill_after(lines)
         base = self.line_no
+        # A `Caused by:` chain in this block or at the end of the one before (see _under_cause_header).
+        had_causes, self._causes = self._causes, block.find(_CAUSE_HEADER, 0, end) >= 0
+        causes = had_causes or self._causes
         # Only candidate lines are looked at, plus every line while a traceback is open (its frames
         # are what the folder needs): jump from candidate to candidate instead of walking the block.
         w = 0
@@ -358,6 +362,8 @@ class SourceScanner:
             if key is not None and key in self._inert:
                 continue
             ev = normalize_line(raw, self.name, base + i + 1, year=self.year)
+            if causes and raw[:1] in (b" ", b"\t") and _under_cause_header(lines, i, self._last_lines):
+                ev.message = ev.message.lstrip()
             dated = False
             stamp = ev.timestamp_text or ""
             if ev.timestamp is not None and stamp[:1].isdecimal() and len(stamp) > 14:
@@ -732,6 +738,26 @@ _FRAME_TAIL_BYTES = re.compile(rb"\d*, in [\w<>.]+\s*$")  # a frame line's hard-
 # `[rank0]:     return f()`, `vllm-1  |     x = y`.
 _PREFIXED_CODE = re.compile(rb"(?:\]|\]:|\|) {3,}\S")
 _CARRY_LINES = 64
+
+
+# round 18: a Rust error chain (anyhow / eyre: `Error: …`, a blank line, `Caused by:` alone, then each
+# cause indented, numbered when there are several): the causes are messages, not code.
+_CAUSE_HEADER = b"Caused by:"
+_CAUSE_LOOKBACK = 8
+
+
+def _under_cause_header(lines: Sequence[bytes], i: int, carry: Sequence[bytes] = ()) -> bool:
+    """Whether indented line `i` is one of the causes listed under a `Caused by:` line above it (the
+    lines above the block are the previous block's, `carry`)."""
+    for j in range(i - 1, i - 1 - _CAUSE_LOOKBACK, -1):
+        if j < -len(carry):
+            return False
+        above = lines[j] if j >= 0 else carry[j]
+        if above.strip() == _CAUSE_HEADER:
+            return True
+        if above[:1] not in (b" ", b"\t"):
+            return False
+    return False
 
 
 def _tb_material(raw: bytes) -> bool:
