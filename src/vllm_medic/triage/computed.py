@@ -30,7 +30,9 @@ _OPS: dict[str, Callable[[int, int], bool]] = {
     "<": operator.lt,
 }
 _COMPARE = re.compile(r"^(?P<left>[^<>=!]+?)\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<right>[^<>=!]+)$")
-_TERM = re.compile(r"\s*(?P<sign>[+-])?\s*(?:count\((?P<count>\w+)\)|(?P<int>\d+)|(?P<name>[A-Za-z_]\w*))\s*")
+_TERM = re.compile(
+    r"\s*(?P<sign>[+-])?\s*(?:count\((?P<count>\w+)\)|distinct\((?P<distinct>\w+)\)|(?P<int>\d+)|(?P<name>[A-Za-z_]\w*))\s*"
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class Term:
     sign: int
     name: str | None = None  # a group's integer value
     count: str | None = None  # the number of comma-separated items in a group
+    distinct: str | None = None  # the number of different comma-separated items in a group
     literal: int = 0
 
 
@@ -71,10 +74,16 @@ class ComputedFind:
 
     @property
     def why(self) -> str:
-        counted = {t.count for t in (*self.check.left, *self.check.right) if t.count}
-        shown = ", ".join(
-            f"{k} = '{v}' ({_items(v)} items)" if k in counted else f"{k} = {v}" for k, v in self.values
-        )
+        terms = (*self.check.left, *self.check.right)
+        counted = {t.count for t in terms if t.count}
+        distinct = {t.distinct for t in terms if t.distinct}
+
+        def show(k: str, v: str) -> str:
+            if k in distinct:
+                return f"{k} = '{v}' ({_items(v)} items, {_distinct(v)} different)"
+            return f"{k} = '{v}' ({_items(v)} items)" if k in counted else f"{k} = {v}"
+
+        shown = ", ".join(show(k, v) for k, v in self.values)
         return (
             f"computed check `{self.check.id}` (data/computed_checks.yaml): {self.check.compare} holds "
             f"({shown}: {self.left} {self.check.op} {self.right})"
@@ -86,7 +95,7 @@ def _fail(origin: str, where: str, why: str) -> UsageError:
 
 
 def parse_side(text: str) -> tuple[Term, ...]:
-    """`a - b + count(c) + 2` as terms; raises ValueError on anything else."""
+    """`a - b + count(c) - distinct(c) + 2` as terms; raises ValueError on anything else."""
     terms: list[Term] = []
     pos = 0
     while pos < len(text):
@@ -97,7 +106,7 @@ def parse_side(text: str) -> tuple[Term, ...]:
         if m.group("int") is not None:
             terms.append(Term(sign, literal=int(m.group("int"))))
         else:
-            terms.append(Term(sign, name=m.group("name"), count=m.group("count")))
+            terms.append(Term(sign, name=m.group("name"), count=m.group("count"), distinct=m.group("distinct")))
         pos = m.end()
     if not terms:
         raise ValueError("empty side")
@@ -105,7 +114,7 @@ def parse_side(text: str) -> tuple[Term, ...]:
 
 
 def _groups(terms: tuple[Term, ...]) -> set[str]:
-    return {g for t in terms for g in (t.name, t.count) if g}
+    return {g for t in terms for g in (t.name, t.count, t.distinct) if g}
 
 
 def _check(raw: Any, origin: str, where: str) -> Check:
@@ -175,13 +184,23 @@ def load_checks() -> tuple[Check, ...]:
     return parse_checks(safe_yaml(text), "data/computed_checks.yaml")
 
 
+def _parts(value: str) -> list[str]:
+    return [x.strip() for x in value.split(",") if x.strip()]
+
+
 def _items(value: str) -> int:
-    return len([x for x in value.split(",") if x.strip()])
+    return len(_parts(value))
+
+
+def _distinct(value: str) -> int:
+    return len(set(_parts(value)))
 
 
 def _value(term: Term, groups: dict[str, str]) -> int:
     if term.count is not None:
         return term.sign * _items(groups[term.count])
+    if term.distinct is not None:
+        return term.sign * _distinct(groups[term.distinct])
     if term.name is not None:
         return term.sign * int(groups[term.name])
     return term.sign * term.literal
