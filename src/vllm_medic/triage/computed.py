@@ -106,7 +106,9 @@ def parse_side(text: str) -> tuple[Term, ...]:
         if m.group("int") is not None:
             terms.append(Term(sign, literal=int(m.group("int"))))
         else:
-            terms.append(Term(sign, name=m.group("name"), count=m.group("count"), distinct=m.group("distinct")))
+            terms.append(
+                Term(sign, name=m.group("name"), count=m.group("count"), distinct=m.group("distinct"))
+            )
         pos = m.end()
     if not terms:
         raise ValueError("empty side")
