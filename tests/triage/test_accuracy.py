@@ -76,6 +76,10 @@ def test_embedded_in_rank_noise_meets_targets(tmp_path, capsys):
 # 13 to 54, 61, 2 short and 57, 60, 3 embedded (llama-cpp-21099's pos_min > n_past), round 14 short to
 # 55, 63, 1 (lmcache-1142's endless `Waiting for … core engine proc(s)`: line, not category) and round 15
 # to 48, 53, 3 short and 49, 50, 5 embedded (the five cases its README lists as structural).
+# Round 17 learned (branch i10-learn17): 48/63, 56/63, 3 short and 52/63, 56/63, 3 embedded (from 40, 50, 6
+# and 45, 50, 6 on main at 7aa9254); its segfault stack lean also took round 10's sglang-23489 (a segfault
+# inside SGLang's NIXL connector) to nccl_network: round 10 60, 57, 2 short and 59, 57, 2 embedded (from 59
+# and 58). The other rounds and the corpus did not move.
 # Round 18 learned (branch i10-learn18): 43/49, 45/49, 1 short and 45/49, 44/49, 2 embedded (from 32, 41, 4
 # and 34, 40, 5 on main); the corpus and rounds 6-16 did not move.
 LEARNED_FLOOR = {
@@ -83,13 +87,14 @@ LEARNED_FLOOR = {
     "round7.jsonl": {"short": (62, 62, 0), "embedded": (63, 61, 1)},
     "round8.jsonl": {"short": (63, 60, 1), "embedded": (63, 59, 2)},
     "round9.jsonl": {"short": (56, 65, 1), "embedded": (57, 64, 2)},
-    "round10.jsonl": {"short": (59, 57, 2), "embedded": (58, 57, 2)},
+    "round10.jsonl": {"short": (60, 57, 2), "embedded": (59, 57, 2)},
     "round11.jsonl": {"short": (57, 61, 1), "embedded": (56, 59, 3)},
     "round12.jsonl": {"short": (51, 59, 0), "embedded": (52, 60, 1)},
     "round13.jsonl": {"short": (54, 61, 2), "embedded": (57, 60, 3)},
     "round14.jsonl": {"short": (55, 63, 1), "embedded": (57, 61, 3)},
     "round15.jsonl": {"short": (48, 53, 3), "embedded": (49, 50, 5)},
     "round16.jsonl": {"short": (56, 57, 4), "embedded": (59, 57, 4)},
+    "round17.jsonl": {"short": (48, 56, 3), "embedded": (52, 56, 3)},
     "round18.jsonl": {"short": (43, 45, 1), "embedded": (45, 44, 2)},
 }
 

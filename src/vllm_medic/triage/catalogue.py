@@ -31,6 +31,7 @@ _SIG_KEYS = {
     "docs",
     "examples",
     "screen",
+    "stack_leans",
 }
 
 
@@ -52,6 +53,9 @@ class Signature:
     # What the bulk screen looks for instead of `patterns`: a superset of their lines that is cheaper
     # to screen for (the exact patterns still decide). Empty: the patterns themselves.
     screen: tuple[str, ...] = ()
+    # A crash announcement whose stack is printed below it (a segfault handler's backtrace): the category
+    # leans to the family that stack favours (verdict.py `_stack_lean`), the line stays the crash's.
+    stack_leans: bool = False
 
     @property
     def strong(self) -> bool:
@@ -225,6 +229,9 @@ def parse_signature(entry: Any, origin: str, index: int, *, lazy: bool = False) 
     screen = tuple(p.pattern for p in _compile(origin, f"{where} screen", entry.get("screen"), lazy=lazy))
     if screen and not patterns:
         raise _fail(origin, where, "`screen` stands in for `patterns`: give the patterns too")
+    stack_leans = entry.get("stack_leans", False)
+    if not isinstance(stack_leans, bool):
+        raise _fail(origin, where, "`stack_leans` must be true or false")
     return Signature(
         id=sid,
         patterns=patterns,
@@ -239,6 +246,7 @@ def parse_signature(entry: Any, origin: str, index: int, *, lazy: bool = False) 
         origin=origin,
         examples=_examples(origin, where, entry.get("examples")),
         screen=screen,
+        stack_leans=stack_leans,
     )
 
 

@@ -31,8 +31,8 @@ _OPS: dict[str, Callable[[int, int], bool]] = {
 }
 _COMPARE = re.compile(r"^(?P<left>[^<>=!]+?)\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<right>[^<>=!]+)$")
 _TERM = re.compile(
-    r"\s*(?P<sign>[+-])?\s*(?:count\((?P<count>\w+)\)|mod\(\s*(?P<mod_a>\w+)\s*,\s*(?P<mod_b>\w+)\s*\)"
-    r"|(?P<int>\d+)|(?P<name>[A-Za-z_]\w*))\s*"
+    r"\s*(?P<sign>[+-])?\s*(?:count\((?P<count>\w+)\)|distinct\((?P<distinct>\w+)\)"
+    r"|mod\(\s*(?P<mod_a>\w+)\s*,\s*(?P<mod_b>\w+)\s*\)|(?P<int>\d+)|(?P<name>[A-Za-z_]\w*))\s*"
 )
 
 
@@ -42,6 +42,7 @@ class Term:
     name: str | None = None  # a group's integer value
     count: str | None = None  # the number of comma-separated items in a group
     mod: tuple[str, str] | None = None  # round 18: the remainder of one group's value divided by another's
+    distinct: str | None = None  # the number of different comma-separated items in a group
     literal: int = 0
 
 
@@ -75,10 +76,16 @@ class ComputedFind:
 
     @property
     def why(self) -> str:
-        counted = {t.count for t in (*self.check.left, *self.check.right) if t.count}
-        shown = ", ".join(
-            f"{k} = '{v}' ({_items(v)} items)" if k in counted else f"{k} = {v}" for k, v in self.values
-        )
+        terms = (*self.check.left, *self.check.right)
+        counted = {t.count for t in terms if t.count}
+        distinct = {t.distinct for t in terms if t.distinct}
+
+        def show(k: str, v: str) -> str:
+            if k in distinct:
+                return f"{k} = '{v}' ({_items(v)} items, {_distinct(v)} different)"
+            return f"{k} = '{v}' ({_items(v)} items)" if k in counted else f"{k} = {v}"
+
+        shown = ", ".join(show(k, v) for k, v in self.values)
         return (
             f"computed check `{self.check.id}` (data/computed_checks.yaml): {self.check.compare} holds "
             f"({shown}: {self.left} {self.check.op} {self.right})"
@@ -90,7 +97,7 @@ def _fail(origin: str, where: str, why: str) -> UsageError:
 
 
 def parse_side(text: str) -> tuple[Term, ...]:
-    """`a - b + count(c) + 2` as terms; raises ValueError on anything else."""
+    """`a - b + count(c) - distinct(c) + 2` as terms; raises ValueError on anything else."""
     terms: list[Term] = []
     pos = 0
     while pos < len(text):
@@ -103,7 +110,9 @@ def parse_side(text: str) -> tuple[Term, ...]:
         elif m.group("mod_a") is not None:
             terms.append(Term(sign, mod=(m.group("mod_a"), m.group("mod_b"))))
         else:
-            terms.append(Term(sign, name=m.group("name"), count=m.group("count")))
+            terms.append(
+                Term(sign, name=m.group("name"), count=m.group("count"), distinct=m.group("distinct"))
+            )
         pos = m.end()
     if not terms:
         raise ValueError("empty side")
@@ -111,7 +120,7 @@ def parse_side(text: str) -> tuple[Term, ...]:
 
 
 def _groups(terms: tuple[Term, ...]) -> set[str]:
-    return {g for t in terms for g in (t.name, t.count, *(t.mod or ())) if g}
+    return {g for t in terms for g in (t.name, t.count, t.distinct, *(t.mod or ())) if g}
 
 
 def _check(raw: Any, origin: str, where: str) -> Check:
@@ -181,13 +190,23 @@ def load_checks() -> tuple[Check, ...]:
     return parse_checks(safe_yaml(text), "data/computed_checks.yaml")
 
 
+def _parts(value: str) -> list[str]:
+    return [x.strip() for x in value.split(",") if x.strip()]
+
+
 def _items(value: str) -> int:
-    return len([x for x in value.split(",") if x.strip()])
+    return len(_parts(value))
+
+
+def _distinct(value: str) -> int:
+    return len(set(_parts(value)))
 
 
 def _value(term: Term, groups: dict[str, str]) -> int:
     if term.count is not None:
         return term.sign * _items(groups[term.count])
+    if term.distinct is not None:
+        return term.sign * _distinct(groups[term.distinct])
     if term.name is not None:
         return term.sign * int(groups[term.name])
     if term.mod is not None:

@@ -49,6 +49,13 @@ _MAX_NAMES = 64
 _GENERIC_LEVELS = {"ERROR", "CRITICAL", "FATAL"}
 _FATAL_WORD = re.compile(r"\bFATAL\b|\bFatal error\b|\bpanic:")
 _RAISE_STATEMENT = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|from\b|$)")
+# The source line IPython/Jupyter marks as a frame's current line in its traceback (`---> 85 raise
+# NotImplementedError(...)`, `----> 1 from unsloth import X`, `-> 1417     raise ValueError(`): quoted
+# code, never a log line; the traceback's exception line follows (round 17's unsloth-3553).
+_IPYTHON_CURRENT_LINE = re.compile(r"^\s*-+> ?\d+\s")
+# IPython's traceback header names the exception before `Traceback (most recent call last)`: a header
+# like Python's own (generic at most), the exception line that closes it is the anomaly.
+_IPYTHON_HEADER = re.compile(r"^[A-Za-z_][\w.]*\s{2,}Traceback \(most recent call last\)")
 _MAX_RUNS = 64
 # A file's last lines, kept for the repetition layer (repetition.py), each cut to this many bytes.
 TAIL_LINES = 256
@@ -170,7 +177,7 @@ class Accumulator:
 
 def classify(catalogue: Catalogue, ev: Event) -> tuple[Signature | None, bool]:
     """(signature, is_generic_anomaly). Noise signatures return (sig, False) and are dropped later."""
-    if _RAISE_STATEMENT.match(ev.message):
+    if _RAISE_STATEMENT.match(ev.message) or _IPYTHON_CURRENT_LINE.match(ev.message):
         return None, False  # quoted source (`raise X(...) from e`): the exception line follows
     sig = catalogue.classify(ev.message, ev.frames)
     if sig is not None:
@@ -617,11 +624,11 @@ def unclaimed_kind(ev: Event, generic: bool) -> str | None:
     template), "generic" (an ERROR/Traceback/FATAL line that is not novel), "raise" (a lone quoted
     `raise` line: the evidence of a cut traceback), or None (not an anomaly)."""
     msg = ev.message.strip()
-    if not msg:
+    if not msg or _IPYTHON_CURRENT_LINE.match(ev.message):
         return None
     if ev.cut == "raise" or _RAISE_STATEMENT.match(ev.message):
         return "raise"
-    if ev.cut == "announce-only":
+    if ev.cut == "announce-only" or _IPYTHON_HEADER.match(msg):
         return "generic"
     if ev.message[:1] in (" ", "\t") and not generic and not is_structured_field(ev.message):
         return None

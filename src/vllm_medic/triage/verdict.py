@@ -370,6 +370,27 @@ def _lean(root: Hit, tier: int, families: FamilyBook) -> FamilyVerdict | None:
     )
 
 
+# A stack frame as crash handlers print one below their announcement: Python's faulthandler and TVM-FFI
+# (`File "…", line N in f`), gdb (`#3  0x… in f`), UCX's and glibc's backtrace (`3  /path/libx.so(f+0x…)`).
+_STACK_LINE = re.compile(r'^\s*(?:File "|#\d+\s|\d+\s+(?:/|0x)|frame #\d+)|\.so[\w.\-]*\(')
+
+
+def _stack_lean(root: Hit, tier: int, families: FamilyBook) -> FamilyVerdict | None:
+    """A crash signature (`stack_leans` in the catalogue) whose stack is printed below it: the family those
+    frames favour, at the lean's bars, when it names another category (a segfault inside UCX's TCP
+    transport or NIXL's connector is the fabric's crash, not an unexplained one)."""
+    sig = root.signature
+    if tier != T_SIGNATURE or sig is None or not sig.stack_leans:
+        return None
+    frames = [line for line in root.after if _STACK_LINE.search(line)]
+    if not frames:
+        return None
+    lean = families.score(
+        "", frames, [], None, threshold=families.lean_threshold, margin=families.lean_margin
+    )
+    return lean if lean is not None and lean.family.category != sig.category else None
+
+
 def _family_inputs(h: Hit) -> tuple[str, list[str]]:
     """The message and frames a family is scored on: the line's own frames (or those printed above a
     message-less exception), else the line joined with what it wraps onto the next lines."""
@@ -516,6 +537,9 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     lean = _lean(root, tier, families)
     if lean is not None:
         category, runtime_category = lean.family.category, lean.family.runtime_category
+    stack = _stack_lean(root, tier, families)
+    if stack is not None:
+        category, runtime_category = stack.family.category, stack.family.runtime_category
     if tier == T_CASCADE:
         category = Category.OTHER.value
     phase = decide_phase(root, acc, pool, runs_note)
@@ -528,6 +552,8 @@ def judge(acc: Accumulator, catalogue: Catalogue) -> Verdict:
     reason = restart_note or _why(root, tier, promoted_count)
     if lean is not None:
         reason += f"; no family reached the {families.threshold:g} a verdict needs, but the category leans to {lean.why}"
+    if stack is not None:
+        reason += f"; the stack printed below it leans to {stack.why}"
     if computed_on is not None:
         reason += (
             f" on line {computed_on.event.line}; reported on line {root.event.line}, which states its "
