@@ -229,7 +229,6 @@ class SourceScanner:
         self._inert: set[bytes] = set()
         self.pending_after: list[Hit] = []
         self._last_lines: Sequence[bytes] = []
-        self._causes = False  # the last block scanned holds a `Caused by:` line
         self._last_base = 0
         self._carry: list[bytes] = []  # the previous block's last lines (a traceback may start there)
         self.total_bytes = 0
@@ -344,9 +343,6 @@ class SourceScanner:
         lines = BlockLines(block, end, n)
         self._fill_after(lines)
         base = self.line_no
-        # A `Caused by:` chain in this block or at the end of the one before (see _under_cause_header).
-        had_causes, self._causes = self._causes, block.find(_CAUSE_HEADER, 0, end) >= 0
-        causes = had_causes or self._causes
         # Only candidate lines are looked at, plus every line while a traceback is open (its frames
         # are what the folder needs): jump from candidate to candidate instead of walking the block.
         w = 0
@@ -365,11 +361,13 @@ class SourceScanner:
             if i >= n:
                 break
             raw = lines[i]
-            key = recurring.key_of(raw) if self.folder.idle else None
+            # Only a line read alone is keyed: an indented one is read with the lines above it.
+            key = recurring.key_of(raw) if self.folder.idle and raw[:1] not in (b" ", b"\t") else None
             if key is not None and key in self._inert:
                 continue
             ev = normalize_line(raw, self.name, base + i + 1, year=self.year)
-            if causes and raw[:1] in (b" ", b"\t") and _under_cause_header(lines, i, self._last_lines):
+            # An indented line under a `Caused by:` a few lines up (here or in the block before).
+            if raw[:1] in (b" ", b"\t") and _under_cause_header(lines, i, self._last_lines):
                 ev.message = ev.message.lstrip()
             dated = False
             stamp = ev.timestamp_text or ""
