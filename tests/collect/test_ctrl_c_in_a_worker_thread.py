@@ -24,16 +24,21 @@ def test_sigint_delivered_to_a_probe_thread_interrupts_run_all(tmp_path):
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             started = len(marker.read_text().splitlines()) if marker.exists() else 0
-            probes = [t for t in threading.enumerate() if t.name.startswith("probe")]
+            probes = [t for t in threading.enumerate() if t.name.startswith("probe") and t.ident is not None]
             if started == len(jobs) and probes:
                 signal.pthread_kill(probes[0].ident, signal.SIGINT)
                 return
             time.sleep(0.02)
 
+    # As in a terminal: a parent that ignores SIGINT (a shell's background job) would hand that down.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     aimer = threading.Thread(target=aim_sigint_at_a_probe_thread, daemon=True)
     t0 = time.monotonic()
     aimer.start()
-    with pytest.raises(ProbesInterrupted) as caught:
-        run_all(jobs, timeout_s=20)
+    try:
+        with pytest.raises(ProbesInterrupted) as caught:
+            run_all(jobs, timeout_s=20)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - t0 < 10  # not the 20 s probe timeout
     assert {o.status for o in caught.value.partial.values()} == {"interrupted"}
