@@ -90,6 +90,24 @@ _ULTRAMAN_10 = (
     "AttributeError: module 'torch' has no attribute 'float8_e4m3fn'\n"
 )
 
+# bitsandbytes-foundation/bitsandbytes#589: rich's traceback box (its numbered source rows are quoted code),
+# then bitsandbytes' bare `RuntimeError:` with the message on the lines below.
+_BNB_589 = (
+    "│   17 │   if lib is None and torch.cuda.is_available():                                           │\n"
+    "│   18 │   │   CUDASetup.get_instance().generate_instructions()                                    │\n"
+    "│   19 │   │   CUDASetup.get_instance().print_log_stack()                                          │\n"
+    "│ ❱ 20 │   │   raise RuntimeError('''                                                              │\n"
+    "│   21 │   │   CUDA Setup failed despite GPU being available. Please run the following command     │\n"
+    "│   22 │   │                                                                                       │\n"
+    "│   23 │   │   python -m bitsandbytes                                                              │\n"
+    "╰──────────────────────────────────────────────────────────────────────────────────────────────────╯\n"
+    "RuntimeError:\n"
+    "        CUDA Setup failed despite GPU being available. Please run the following command to get more "
+    "information:\n"
+    "\n"
+    "        python -m bitsandbytes\n"
+)
+
 
 def _case(case_id: str) -> dict:
     return blind_case("round19.jsonl", case_id)
@@ -108,6 +126,7 @@ def _case(case_id: str) -> dict:
         (_PULID_34, 1, "image_dependency", "No operator found for `memory_efficient_"),
         (_MOLGEN_25, 3, "parallel_layout", "No slot '1' specified on host"),
         (_ULTRAMAN_10, 3, "image_dependency", "torch-attribute-missing"),
+        (_BNB_589, 9, "image_dependency", "bitsandbytes-cuda-setup-failed"),
     ],
     ids=[
         "nccl-named-symbol",
@@ -120,6 +139,7 @@ def _case(case_id: str) -> dict:
         "xformers-no-operator",
         "deepspeed-no-slot",
         "torch-attribute-missing",
+        "bitsandbytes-under-rich-box",
     ],
 )
 def test_round19_classes_on_other_reports(tmp_path, log, line, category, why):
@@ -146,6 +166,7 @@ def test_round19_cpu_feature_advice_is_not_a_root(tmp_path):
         ("deepspeed-5818", "parallel_layout", "No slot '2' specified on host"),
         ("llm-compressor-1164", "image_dependency", "torch-attribute-missing"),
         ("koboldcpp-1535", "oom_runtime", "failed to find KV cache slot"),
+        ("bitsandbytes-492", "image_dependency", "bitsandbytes-cuda-setup-failed"),
         # Learned from the round-19 logs only (no second report with the posted line was found): UCX's CPU
         # check (ucs_check_cpu_flags), cuda-gdb's failed peer-access call, TensorRT-LLM's kvCacheManager.cpp
         # assertion (round 14's tensorrt-llm-2708 is the same file: held by round 14's floor), AIBrix's
