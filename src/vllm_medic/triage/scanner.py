@@ -52,7 +52,13 @@ _RAISE_STATEMENT = re.compile(r"^\s*raise\s+[A-Za-z_][\w.]*\s*(?:\(|from\b|$)")
 # The source line IPython/Jupyter marks as a frame's current line in its traceback (`---> 85 raise
 # NotImplementedError(...)`, `----> 1 from unsloth import X`, `-> 1417     raise ValueError(`): quoted
 # code, never a log line; the traceback's exception line follows (round 17's unsloth-3553).
-_IPYTHON_CURRENT_LINE = re.compile(r"^\s*-+> ?\d+\s")
+_IPYTHON_CURRENT_LINE = re.compile(
+    r"^\s*-+> ?\d+\s"
+    # round 19: rich's traceback box lists each frame's source as numbered rows between its bars
+    # (`│   21 │   │   CUDA Setup failed ... │`, `│ ❱ 20 │   │   raise RuntimeError(`): quoted code
+    # too; the exception line follows the box (bitsandbytes-492).
+    r"|^\s*│\s*(?:❱\s*)?\d+\s*│"
+)
 # IPython's traceback header names the exception before `Traceback (most recent call last)`: a header
 # like Python's own (generic at most), the exception line that closes it is the anomaly.
 _IPYTHON_HEADER = re.compile(r"^[A-Za-z_][\w.]*\s{2,}Traceback \(most recent call last\)")
