@@ -13,6 +13,7 @@ threads running, nothing is forked.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
 import multiprocessing
 import os
@@ -87,8 +88,24 @@ class _Unpickler(pickle.Unpickler):
         return self._shared[pid]
 
 
+_PR_SET_PDEATHSIG = 1
+_PARENT_PID = 0  # the scanning process, set before the fork
+
+
 def _worker_init() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent reports an interrupt, once
+    _die_with_the_scan()
+
+
+def _die_with_the_scan() -> None:
+    """A worker never outlives the scan. The Pool may fork a replacement worker from its handler thread
+    while it shuts down; such a child can wait forever on a queue lock another thread held at the fork
+    (seen once in the test suite: an orphan that kept the run's output pipe open). The kernel kills a
+    worker when the thread that forked it ends; one whose scan is already gone leaves at once."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if _PARENT_PID and os.getppid() != _PARENT_PID:
+        os._exit(0)
 
 
 def _run(i: int) -> bytes:
@@ -114,8 +131,8 @@ def _pool_results(results: Any) -> Iterator[Any]:
 
 def scan_in_workers(count: int, jobs: int, catalogue: Catalogue, work: Callable[[int], Any]) -> Iterator[Any]:
     """`work(0) … work(count - 1)` in `jobs` forked workers; results in order, as they complete."""
-    global _WORK, _CATALOGUE
-    _WORK, _CATALOGUE = work, catalogue
+    global _WORK, _CATALOGUE, _PARENT_PID
+    _WORK, _CATALOGUE, _PARENT_PID = work, catalogue, os.getpid()
     shared = _shared_objects(catalogue)
     pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_init)
     try:
