@@ -17,9 +17,9 @@ also measures the other jobs, CPU time much less so.
 serving lines (gen_triage_noise.py), the density a real serving log has (issue 10 benches N=50).
 Targets: issue 3: ratio <= 2.0 against every pattern; issue 10: ratio <= 1.0 against 40 root-cause
 patterns at 1 candidate in 50 lines; peak RSS < 200 MB whatever the input size.
-Last measured (2026-12-03, 2-core machine shared with other jobs, docs/triage.md "Fifth pass"): 0.5 GiB, 1 in
-50, 40 patterns, same-run alternation: planted root 0.78 s against grep's 0.76 s (1.03x; the code before the
-first-pass cue screen 0.96x); `--no-root` 1.02 s against 0.80 s, 1.26x (before: 1.63x).
+Last measured (2026-12-04, 2-core machine, quiet, docs/triage.md "Sixth pass"): 0.5 GiB, 1 in 50, 40 patterns,
+same-run alternation: planted root 0.70 s against grep's 0.67 s (1.05x; 1.00x in an earlier run), `--no-root`
+0.65 s against 0.63 s, 1.03x (the fifth pass: 1.26x); peak RSS 35 MiB.
 The package is byte-compiled first, as an install leaves it (PYTHONDONTWRITEBYTECODE would
 otherwise make every timed run compile the sources again).
 """
