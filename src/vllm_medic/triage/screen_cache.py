@@ -105,20 +105,26 @@ def _load(hs: Any, path: Path) -> tuple[Any, list[int]] | None:
     return db, rejected
 
 
-def _store(hs: Any, path: Path, db: Any, rejected: list[int]) -> None:
-    body = hs.dumpb(db) if db is not None else b""
-    head = json.dumps({"sha256": hashlib.sha256(body).hexdigest(), "rejected": rejected}).encode()
+def store_file(path: Path, data: bytes, keep: int) -> None:
+    """Write a cache file atomically and keep only the `keep` newest with its suffix; a read-only or full
+    cache is skipped (the caller computes again next time)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as fh:
-            fh.write(_MAGIC + head + b"\n" + body)
+            fh.write(data)
         os.replace(tmp, path)
-        olds = sorted(path.parent.glob("*.hsdb"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in olds[_KEEP:]:
+        olds = sorted(path.parent.glob(f"*{path.suffix}"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in olds[keep:]:
             old.unlink(missing_ok=True)
     except OSError:
-        pass  # a read-only or full cache: compile again next time
+        pass
+
+
+def _store(hs: Any, path: Path, db: Any, rejected: list[int]) -> None:
+    body = hs.dumpb(db) if db is not None else b""
+    head = json.dumps({"sha256": hashlib.sha256(body).hexdigest(), "rejected": rejected}).encode()
+    store_file(path, _MAGIC + head + b"\n" + body, _KEEP)
 
 
 def hyperscan_database(hs: Any, screen_patterns: list[str], originals: list[str]) -> tuple[Any, list[str]]:

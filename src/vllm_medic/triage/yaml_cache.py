@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-import os
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from vllm_medic.triage.screen_cache import cache_dir as _screens_dir
+from vllm_medic.triage.screen_cache import store_file
 
 _MAGIC = b"vllm-medic yaml 1\n"
 _KEEP = 64  # parsed files kept (one per shipped file and version seen); the oldest go first
@@ -57,17 +56,7 @@ def _store(path: Path, doc: Any) -> None:
         body = marshal.dumps(doc)
     except ValueError:
         return  # a date or another object marshal does not hold: parsed each time
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(_MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
-        os.replace(tmp, path)
-        olds = sorted(path.parent.glob("*.marshal"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in olds[_KEEP:]:
-            old.unlink(missing_ok=True)
-    except OSError:
-        pass  # a read-only or full cache: parse again next time
+    store_file(path, _MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body, _KEEP)
 
 
 def parsed(text: str, parse: Callable[[str], Any], tag: str) -> Any:
