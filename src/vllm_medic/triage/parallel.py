@@ -13,7 +13,6 @@ threads running, nothing is forked.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import io
 import multiprocessing
 import os
@@ -102,6 +101,8 @@ def _die_with_the_scan() -> None:
     while it shuts down; such a child can wait forever on a queue lock another thread held at the fork
     (seen once in the test suite: an orphan that kept the run's output pipe open). The kernel kills a
     worker when the thread that forked it ends; one whose scan is already gone leaves at once."""
+    import ctypes  # here, in the worker: not on every run's start-up
+
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     if _PARENT_PID and os.getppid() != _PARENT_PID:

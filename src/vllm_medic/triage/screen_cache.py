@@ -118,7 +118,7 @@ def store_file(path: Path, data: bytes, keep: int) -> None:
         for old in olds[keep:]:
             old.unlink(missing_ok=True)
     except OSError:
-        pass
+        pass  # read-only or full: nothing is kept, nothing is lost
 
 
 def _store(hs: Any, path: Path, db: Any, rejected: list[int]) -> None:
