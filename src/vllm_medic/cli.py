@@ -9,12 +9,15 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
 from vllm_medic import __version__
 from vllm_medic.model import ExitCode
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 _COMMAND_MODULES = (
     "vllm_medic.collect.cli",
@@ -76,7 +79,17 @@ def _make_app(modules: tuple[str, ...]) -> typer.Typer:
     return cli
 
 
-app = _make_app(_COMMAND_MODULES)
+_whole: list[typer.Typer] = []
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`cli.app`, the whole command line, is built on first use: a one-shot `vllm-medic triage LOG`
+    never builds it (each stage's `register` imports that stage's command module)."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _whole:
+        _whole.append(_make_app(_COMMAND_MODULES))
+    return _whole[0]
 
 
 def _app_for(args: list[str]) -> typer.Typer:
@@ -86,21 +99,28 @@ def _app_for(args: list[str]) -> typer.Typer:
     for module, commands in _COMMANDS_OF.items():
         if first in commands:
             return _make_app((module, _PLUGS))
-    return app
+    return __getattr__("app")
+
+
+def _stderr() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    err = Console(stderr=True)
     try:
         # MedicError is a ClickException: Click itself prints `Error: <message>` and exits 2/3 (errors.py)
         _app_for(sys.argv[1:] if argv is None else argv)(args=argv, standalone_mode=True)
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/] (what was already measured has been saved where the command says)")
+        _stderr().print(
+            "[yellow]interrupted[/] (what was already measured has been saved where the command says)"
+        )
         sys.exit(int(ExitCode.INTERRUPTED))
     except SystemExit:
         raise
     except RecursionError:  # JSON/YAML nested ~1,000 deep: bad input, not a tool failure
-        err.print(
+        _stderr().print(
             "[red]error:[/] an input is nested too deeply to read (JSON or YAML over ~1,000 levels); "
             "check the files given to this command",
             highlight=False,
@@ -113,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
 
         from vllm_medic.redact import redact_text
 
-        err.print(
+        _stderr().print(
             f"[red]internal error:[/] {type(exc).__name__}: {escape(redact_text(str(exc)))}\n"
             "Set VLLM_MEDIC_DEBUG=1 to see the traceback, and please report it.",
             highlight=False,

@@ -50,10 +50,10 @@ _UNSET = {"none", "null", "true", "false", "", "''", '""', MASK, "bearer", "basi
 @lru_cache(maxsize=1)
 def shapes() -> list[tuple[str, re.Pattern[str], tuple[str, ...]]]:
     """(name, compiled pattern, trigger literals) per known token shape, from data/secret_shapes.yaml."""
-    import yaml
+    from vllm_medic.yaml_cache import shipped_yaml
 
     text = resources.files("vllm_medic").joinpath("data/secret_shapes.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = shipped_yaml(text)
     return [(s["name"], re.compile(s["pattern"]), tuple(s["triggers"])) for s in data["shapes"]]
 
 

@@ -7,6 +7,7 @@ Order matters: for one line, the first signature whose pattern matches claims it
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -282,30 +283,30 @@ def _parse_document(doc: Any, origin: str, cat: Catalogue, *, lazy: bool = False
 
 
 def safe_yaml(text: str) -> Any:
-    """`yaml.safe_load` of a shipped file: through libyaml's C parser when PyYAML has it (about 10x
-    faster), the pure-Python one otherwise, and kept parsed in the user's cache (yaml_cache.py)."""
-    import yaml
+    """A shipped file's YAML (yaml_cache.shipped_yaml: the C loader, kept parsed in the user's cache)."""
+    from vllm_medic.yaml_cache import shipped_yaml
 
-    from vllm_medic.triage.yaml_cache import parsed
+    return shipped_yaml(text)
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return parsed(
-        text,
-        lambda t: yaml.load(t, Loader=loader),  # noqa: S506 - a safe loader
-        f"{yaml.__version__} {loader.__name__}",
-    )
+
+def is_yaml_error(exc: BaseException) -> bool:
+    """Whether `exc` is PyYAML's parse error (asked only after a parse failed, so PyYAML is loaded)."""
+    yaml = sys.modules.get("yaml")
+    return yaml is not None and isinstance(exc, yaml.YAMLError)
 
 
 def _load_yaml(text: str, origin: str, *, shipped: bool = False) -> Any:
     """Shipped files through the fast C loader; a user's file through the guarded one (aliases refused
     - billion laughs -, depth and size capped)."""
-    import yaml
-
-    from vllm_medic.safeyaml import safe_load
-
     try:
-        return safe_yaml(text) if shipped else safe_load(text)
-    except yaml.YAMLError as exc:
+        if shipped:
+            return safe_yaml(text)
+        from vllm_medic.safeyaml import safe_load
+
+        return safe_load(text)
+    except Exception as exc:
+        if not is_yaml_error(exc):
+            raise
         raise _fail(origin, "YAML", str(exc).splitlines()[0] if str(exc) else "cannot parse") from None
 
 

@@ -428,14 +428,14 @@ def parse_families(doc: Any, origin: str, *, lazy: bool = False) -> FamilyBook:
 @functools.cache
 def load_families() -> FamilyBook:
     """The shipped `data/families.yaml` (parsed once per process)."""
-    import yaml
-
-    from vllm_medic.triage.catalogue import safe_yaml
+    from vllm_medic.triage.catalogue import is_yaml_error, safe_yaml
 
     origin = "data/families.yaml"
     text = (resources.files("vllm_medic.triage") / "data" / "families.yaml").read_text(encoding="utf-8")
     try:
         doc = safe_yaml(text)
-    except yaml.YAMLError as exc:
+    except Exception as exc:
+        if not is_yaml_error(exc):
+            raise
         raise _fail(origin, "YAML", str(exc).splitlines()[0] if str(exc) else "cannot parse") from None
     return parse_families(doc, origin, lazy=True)

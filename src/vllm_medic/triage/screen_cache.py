@@ -4,29 +4,26 @@ Compiling ~300 patterns takes Hyperscan 0.3-0.4 s, about what grep needs for 256
 serialized database takes microseconds. The file is keyed by a hash of the patterns, the flags and
 the Hyperscan version, carries a SHA-256 of its body (a truncated or foreign file is recompiled,
 never loaded), and a database built for another CPU is rejected by Hyperscan itself and recompiled.
-The cache lives in `$VLLM_MEDIC_CACHE_DIR`, else `$XDG_CACHE_HOME/vllm-medic`, else
-`~/.cache/vllm-medic`; when it cannot be written the database is simply compiled on every run.
+The cache lives under user_cache.py's folder; when it cannot be written the database is simply compiled
+on every run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from vllm_medic.user_cache import cache_dir as user_cache_dir
+from vllm_medic.user_cache import store_file
 
 _MAGIC = b"vllm-medic hyperscan screen 1\n"
 _KEEP = 8  # databases kept (one per catalogue set seen); the oldest go first
 
 
 def cache_dir() -> Path:
-    explicit = os.environ.get("VLLM_MEDIC_CACHE_DIR")
-    if explicit:
-        return Path(explicit) / "triage-screens"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "vllm-medic" / "triage-screens"
+    return user_cache_dir() / "triage-screens"
 
 
 def _flags(hs: Any) -> int:
@@ -103,22 +100,6 @@ def _load(hs: Any, path: Path) -> tuple[Any, list[int]] | None:
     except (ValueError, KeyError, TypeError, hs.error):
         return None  # corrupt, another CPU's database, another Hyperscan version: recompile
     return db, rejected
-
-
-def store_file(path: Path, data: bytes, keep: int) -> None:
-    """Write a cache file atomically and keep only the `keep` newest with its suffix; a read-only or full
-    cache is skipped (the caller computes again next time)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-        olds = sorted(path.parent.glob(f"*{path.suffix}"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in olds[keep:]:
-            old.unlink(missing_ok=True)
-    except OSError:
-        pass  # read-only or full: nothing is kept, nothing is lost
 
 
 def _store(hs: Any, path: Path, db: Any, rejected: list[int]) -> None:
