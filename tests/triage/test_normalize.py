@@ -147,3 +147,52 @@ def test_ansi_hint_guard_never_changes_a_line(text):
     """strip_ansi skips its (slow) substitution when `_ANSI_HINT` finds nothing: that must be exactly
     when the substitution would find nothing either."""
     assert bool(norm_module._ANSI_HINT.search(text)) or norm_module._ANSI.sub("", text) == text
+
+
+def _every_real_line() -> list[bytes]:
+    import json
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[1] / "data" / "triage"
+    lines: list[bytes] = []
+    for path in [data / "corpus.jsonl", *sorted((data / "blind").glob("round*.jsonl"))]:
+        for row in path.read_text(encoding="utf-8").splitlines():
+            lines += [ln.encode() for ln in json.loads(row)["log"].split("\n")]
+    for path in sorted((data / "healthy").rglob("*")) + sorted((data / "noise").rglob("*")):
+        if path.is_file():
+            lines += path.read_bytes().splitlines()[:2000]
+    return lines
+
+
+def test_a_line_may_hold_time_is_never_false_for_a_line_with_a_timestamp():
+    """The look back for the last time seen skips what `may_hold_time` rules out: over every real line
+    the tests hold, not one dated line is ruled out, and undated ones (an access log's) are."""
+    lines = _every_real_line()
+    dated = [raw for raw in lines if normalize_line(raw[:512]).timestamp is not None]
+    assert len(dated) > 1000
+    assert [raw for raw in dated if not norm_module.may_hold_time(raw[:512])] == []
+    access = b'INFO:     127.0.0.1:53344 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+    assert normalize_line(access).timestamp is None and not norm_module.may_hold_time(access)
+    assert sum(not norm_module.may_hold_time(raw[:512]) for raw in lines) > len(lines) // 4
+
+
+_STAMPS = st.sampled_from(
+    [
+        "INFO 12-04 01:02:03 [core.py:1] ",
+        "2026-12-04T01:02:03.5Z ",
+        "[W1204 01:02:03.123 utils.cpp:68] ",
+        "Dec  4 01:02:03 host vllm[12]: ",
+        "I 12-04 01:02:03 setup.py:1] ",
+        "\x1b[32mINFO\x1b[0m 12-04 01:02:03 [a.py:2] ",
+        "(EngineCore_DP0 pid=1) ERROR 12-04 01:02:03 [core.py:9] ",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(prefix=st.text(max_size=12), stamp=_STAMPS, rest=st.text(max_size=60))
+def test_may_hold_time_holds_for_fuzzed_lines(prefix, stamp, rest):
+    for text in (prefix + stamp + rest, stamp + rest, prefix + rest):
+        raw = text.encode("utf-8", "surrogatepass")
+        if normalize_line(raw[:512]).timestamp is not None:
+            assert norm_module.may_hold_time(raw[:512]), text

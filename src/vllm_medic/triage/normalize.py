@@ -210,6 +210,18 @@ def _short_time(m: re.Match[str], year: int) -> datetime | None:
         return None
 
 
+# Every prefix that gives a line its timestamp (_ISO, _VLLM, _GLOG, _JOURNALD, _SKY) holds `hh:mm:ss` in
+# ASCII digits; text that `decode`/`strip_ansi` could still reshape into one holds a control byte, a
+# non-ASCII byte (a decimal digit of another script), a `#033[` escape or a `[<digit>` colour code.
+_MAY_HOLD_TIME = re.compile(rb"\d\d:\d\d:\d\d|[\x00-\x08\x0b-\x1f\x7f-\xff]|#033\[|\[\d")
+
+
+def may_hold_time(raw: bytes) -> bool:
+    """False only when `normalize_line(raw)` cannot find a timestamp: a look back for the last time
+    seen skips an access log's undated lines for the price of one byte search each."""
+    return _MAY_HOLD_TIME.search(raw) is not None
+
+
 def normalize_line(
     raw: str | bytes, source: str = "<text>", line: int = 1, *, year: int | None = None
 ) -> Event:

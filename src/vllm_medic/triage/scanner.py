@@ -31,7 +31,7 @@ from vllm_medic.triage.computed import screen_patterns as computed_screen_patter
 from vllm_medic.triage.families import FamilyVerdict, frames_above, load_families
 from vllm_medic.triage.fields import is_structured_field
 from vllm_medic.triage.lines import Block
-from vllm_medic.triage.normalize import Event, normalize_line
+from vllm_medic.triage.normalize import Event, may_hold_time, normalize_line
 from vllm_medic.triage.novelty import load_healthy_model
 from vllm_medic.triage.phase import RUN_BANNER, RUN_BANNERS, SERVED_EXTRA
 from vllm_medic.triage.prefilter import GENERIC_PATTERNS, SERVED_PATTERNS, Screen
@@ -445,10 +445,13 @@ class SourceScanner:
         self._update_tail_and_time(tail_lines)
 
     def _update_tail_and_time(self, lines: Sequence[bytes]) -> None:
-        for raw in lines[-CONTEXT_LINES:]:
+        last = lines[-TAIL_LINES:]  # one copy of the block's last lines serves all three
+        for raw in last[-CONTEXT_LINES:]:
             self.tail.append(raw[:4096].decode("utf-8", "replace").rstrip("\r"))
-        self.long_tail.extend(raw[:_TAIL_LINE_BYTES] for raw in lines[-TAIL_LINES:])
-        for raw in reversed(lines[-64:]):
+        self.long_tail.extend(raw if len(raw) <= _TAIL_LINE_BYTES else raw[:_TAIL_LINE_BYTES] for raw in last)
+        for raw in reversed(last[-64:]):
+            if not may_hold_time(raw[:512]):
+                continue
             ev = normalize_line(raw[:512], self.name, 0, year=self.year)
             if ev.timestamp is not None:
                 self.last_ts = ev.timestamp
@@ -606,7 +609,10 @@ class SourceScanner:
 
     def _inherit_time(self, lines: Sequence[bytes], idx: int) -> datetime | None:
         for j in range(idx - 1, max(-1, idx - 200), -1):
-            ev = normalize_line(lines[j][:512], self.name, 0, year=self.year)
+            raw = lines[j][:512]
+            if not may_hold_time(raw):
+                continue
+            ev = normalize_line(raw, self.name, 0, year=self.year)
             if ev.timestamp is not None:
                 return ev.timestamp
         return self.last_ts
