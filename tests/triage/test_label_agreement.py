@@ -1,4 +1,4 @@
-"""scripts/label_agreement.py: the label-noise ceiling published for blind round 10 (blind/README.md)."""
+"""scripts/label_agreement.py: the label-noise ceilings published for blind rounds 10, 13, 20 and 21 (blind/README.md)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,22 @@ def test_round13_agreement_is_the_published_figure() -> None:
     assert "68 logs labelled twice" in out.stdout
     assert "category agreement 58/68 = 85.3 %, exact line 65/68 = 95.6 %, both 56/68 = 82.4 %" in out.stdout
     assert "high-confidence calls: category 21/21 = 100.0 %" in out.stdout
+
+
+def test_round20_agreement_is_the_published_figure() -> None:
+    out = _run(BLIND / "round20.jsonl", BLIND.parent / "relabel/round20.jsonl")
+    assert out.returncode == 0, out.stderr
+    assert "78 logs labelled twice" in out.stdout
+    assert "category agreement 75/78 = 96.2 %, exact line 76/78 = 97.4 %, both 73/78 = 93.6 %" in out.stdout
+    assert "high-confidence calls: category 37/37 = 100.0 %" in out.stdout
+
+
+def test_round21_agreement_is_the_published_figure() -> None:
+    out = _run(BLIND / "round21.jsonl", BLIND.parent / "relabel/round21.jsonl")
+    assert out.returncode == 0, out.stderr
+    assert "77 logs labelled twice" in out.stdout
+    assert "category agreement 69/77 = 89.6 %, exact line 75/77 = 97.4 %, both 67/77 = 87.0 %" in out.stdout
+    assert "high-confidence calls: category 28/28 = 100.0 %" in out.stdout
 
 
 def test_disagreement_and_missing_rows_are_named(tmp_path: Path) -> None:
