@@ -22,6 +22,10 @@ CAUSE_FOLLOWS = re.compile(
     # `NCCL error in: ProcessGroupNCCL.cpp:1287, invalid usage, NCCL version 2.17.1`): the NCCL error
     # name, `Last error:` and NCCL's own message follow.
     r"|NCCL error in: [^\n]*, NCCL version [\w.+\-]+\s*$"
+    # round 20: torch_npu's error code alone at the end of a line (`ERR02200 DIST call api failed`: submodule
+    # and ErrCode, `call <lib> api failed` for an ACL/HCCL/GE call): CANN's own message for the call that
+    # failed (`Config_Error_Ranktable(E10014): Value … is invalid`) is printed on the lines below it.
+    r"|\bERR\d{5} [A-Z]+ call (?:\w+ )?api failed\.?\s*$"
 )
 # The cause is quoted inside the line and printed in full by the process that failed.
 QUOTES_CAUSE = re.compile(r"Inspect the stacktrace to find the original error")
