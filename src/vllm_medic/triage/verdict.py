@@ -287,7 +287,7 @@ def _unwrap(root: Hit, pool: list[Hit]) -> Hit:
         lambda h: (
             not h.wrapper
             and (_tier(h) <= T_FAMILY or (bare and _tier(h) == T_NOVEL))
-            and (root.wrapper in ("quotes", "dump") or bare or _class_of(h) != _class_of(root))
+            and (root.wrapper in ("quotes", "dump", "header") or bare or _class_of(h) != _class_of(root))
         ),
     )
     return cause or root
