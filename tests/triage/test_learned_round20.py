@@ -105,7 +105,7 @@ def test_round20_llama_max_devices_of_a_gpu_build_is_not_the_class(tmp_path):
         # prefix cacher panicking in its own file, dash's `sh: 1: X: not found`, torch_npu's bare error code
         # above CANN's message.
         ("vllm-ascend-16646", "nccl_network", "ascend-hccl-error"),
-        ("vllm-ascend-7846", "nccl_network", "mooncake-transfer-timeout"),
+        ("vllm-ascend-7846", "nccl_network", "Sync batch data transfer timeout"),
         ("vllm-ascend-2725", "image_dependency", "socversion"),
         ("vllm-43093", "prefix_cache", "hash_block_size"),
         ("vllm-54914", "prefix_cache", "decided by 'Block b"),
