@@ -51,6 +51,15 @@ _APEX_482 = (
 # NVIDIA/TensorRT-LLM#1864: the older wording of the attention plugin's FP8 FMHA check (as its title quotes it).
 _TRTLLM_1864 = "[TensorRT-LLM][ERROR] Assertion failed: FP8 FMHA cannot be enabled on Pre-Hopper Arch.\n"
 
+# vllm-project/vllm#19853: an NVFP4 checkpoint on a vLLM whose compressed-tensors layer has no scheme for it.
+_VLLM_19853 = (
+    'ERROR 06-19 09:53:50 [core.py:515]   File "/home/ubuntu/git/polywhirl/.venv_temp/lib/python3.11/site-packages/'
+    'vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py", line 414, in '
+    "_get_scheme_from_parts\n"
+    "ERROR 06-19 09:53:50 [core.py:515]     raise NotImplementedError(\n"
+    "ERROR 06-19 09:53:50 [core.py:515] NotImplementedError: No compressed-tensors compatible scheme was found.\n"
+)
+
 
 def _case(case_id: str) -> dict:
     return blind_case("round20.jsonl", case_id)
@@ -65,6 +74,7 @@ def _case(case_id: str) -> dict:
         (_LLAMA_CPP_PYTHON_1692, 1, "image_dependency", "llama-cpp-cpu-only-build"),
         (_APEX_482, 2, "parallel_layout", "not enough slots available in the system"),
         (_TRTLLM_1864, 1, "image_dependency", "cannot be enabled"),
+        (_VLLM_19853, 3, "image_dependency", "No compressed-tensors compatible scheme"),
     ],
     ids=[
         "torch-npu-oom",
@@ -73,6 +83,7 @@ def _case(case_id: str) -> dict:
         "llama-cpp-cpu-only-build",
         "open-mpi-not-enough-slots",
         "trtllm-fp8-fmha-arch",
+        "compressed-tensors-no-scheme",
     ],
 )
 def test_round20_classes_on_other_reports(tmp_path, log, line, category, why):
@@ -98,6 +109,7 @@ def test_round20_llama_max_devices_of_a_gpu_build_is_not_the_class(tmp_path):
         ("llama-cpp-python-1166", "image_dependency", "llama-cpp-cpu-only-build"),
         ("horovod-978", "parallel_layout", "not enough slots available in the system"),
         ("trtllm-2855", "image_dependency", "cannot be enabled"),
+        ("llm-compressor-1427", "image_dependency", "No compressed-tensors compatible scheme"),
         # Learned from the round-20 logs only (no second report with the posted line was found): CANN's HCCL
         # task timeout (device_error_proc.cc), Mooncake's `Sync batch data transfer timeout` (an INFO line of
         # transfer_engine_py.cpp, above the connector's ERROR), Ascend's SoC-mismatched kernel package,
@@ -119,6 +131,17 @@ def test_round20_classes_on_the_round_logs(tmp_path, case_id, category, why):
     rc = _root(tmp_path, case["log"])
     assert (rc["line"], rc["category"]) == (case["first_anomaly_line"], category), rc
     assert why in rc["why"], rc["why"]
+
+
+def test_round20_envoy_initial_fetch_timeout_is_a_consequence(tmp_path):
+    # The round-20 log (aibrix-881): the xDS stream's own failure record is the root, the `initial fetch timed
+    # out` warnings above it are its consequence; alone, the warning is still reported (at low confidence).
+    case = _case("aibrix-881")
+    rc = _root(tmp_path, case["log"])
+    assert (rc["line"], rc["category"]) == (case["first_anomaly_line"], "other"), rc
+    alone = case["log"].splitlines()[1] + "\n"
+    rc = _root(tmp_path, alone)
+    assert (rc["signature"], rc["line"]) == ("envoy-initial-fetch-timeout", 1), rc
 
 
 def test_round20_rust_panic_header_gives_way_to_its_message(tmp_path):
