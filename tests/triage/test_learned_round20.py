@@ -133,6 +133,14 @@ def test_round20_classes_on_the_round_logs(tmp_path, case_id, category, why):
     assert why in rc["why"], rc["why"]
 
 
+def test_round20_mooncake_store_path_is_not_the_fabric(tmp_path):
+    # The round-20 log (vllm-54870; its prefix_cache label rests on the reporter's analysis): the store
+    # connector's package path on the line under the assertion (`mooncake/store/scheduler.py`) keeps the
+    # transfer-engine reading of `mooncake` from calling it fabric; too weak as a neighbour to name the cache.
+    rc = _root(tmp_path, _case("vllm-54870")["log"])
+    assert rc["line"] == 1 and rc["category"] != "nccl_network", rc
+
+
 def test_round20_envoy_initial_fetch_timeout_is_a_consequence(tmp_path):
     # The round-20 log (aibrix-881): the xDS stream's own failure record is the root, the `initial fetch timed
     # out` warnings above it are its consequence; alone, the warning is still reported (at low confidence).
