@@ -20,7 +20,7 @@ CORPUS = Path(__file__).resolve().parents[1] / "data/triage/corpus.jsonl"
 # learning, never confused with their blind figure.
 LEARNED_ROUNDS = tuple(
     Path(__file__).resolve().parents[1] / f"data/triage/blind/round{n}.jsonl"
-    for n in (6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19)
+    for n in (6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20)
 )
 _NAIVE = re.compile(r"(?i)error|warn|traceback")
 

@@ -27,6 +27,12 @@ STARTUP_FRAMES = re.compile(
     r"|get_kv_cache_configs?|check_enough_kv_cache_memory|:warmup\b"
     # Graph capture and model-runner construction as SGLang names them (frames are `file.py:function`).
     r"|init_cuda_graphs?|cuda_graph_runner\.py:__init__|model_runner\.py:(?:__init__|initialize)\b"
+    # round 20: a training framework building its model and optimizer before the first step (Megatron's
+    # `setup_model_and_optimizer`, DeepSpeed's `deepspeed.initialize` and ZeRO's optimizer construction,
+    # whose `initialize_optimizer_states` runs one `optimizer.step()` on zero gradients to create Adam's
+    # states: that `step` is not a training step).
+    r"|\bsetup_model_and_optimizer\b|\binitialize_optimizer_states\b|\b_configure_zero_optimizer\b"
+    r"|deepspeed/__init__\.py:initialize\b"
 )
 # Frames of request serving and the runtime's words: data (data/phase.yaml), loaded below with the
 # phase picked when nothing shows one.
@@ -56,6 +62,16 @@ STARTUP_TEXT = re.compile(
     r"|Memory profiling|Capturing (?:CUDA|cuda) ?graph|Capture cuda graph|Load weight (?:begin|end)"
     r"|init engine \(profile|KV Cache is allocated|Memory pool end|Graph capturing"
     r"|Method Warmup encountered an error|Warming up model"
+)
+# round 20: lines a training loop prints as it starts its steps, just above the root: Megatron's
+# `training ...` (pretrain(), after `done with setup ...`), its per-iteration log, Hugging Face Trainer's
+# `***** Running training *****` banner (its `Total optimization steps` / `Number of trainable parameters`
+# rows, the banner's last; Unsloth prints the same banner as `Total batch size = 8 | Total steps = 60`).
+# Printed in the loop's entry, after the model and optimizer exist: a failure below them is a step's.
+TRAINING_TEXT = re.compile(
+    r"(?i)(?:^|[\]|]\s*)training \.\.\.\s*$|\biteration +\d+/ *\d+ \| consumed samples"
+    r"|\*{5} Running training \*{5}|\bTotal optimization steps = [\d,]+|\bNumber of trainable parameters = [\d,]+"
+    r"|\bTotal batch size = [\d,]+ \| Total steps = [\d,]+"
 )
 RUNTIME_SIGNATURES = frozenset({"engine-dead"})
 # A traceback chained after the root (`The above exception was the direct cause …`): its frames and
@@ -183,14 +199,20 @@ def decide(
     for line in reversed(before):
         if m := STARTUP_TEXT.search(line):
             return Phase("startup", True, [f"it follows a start-up line (`{m.group(0)}`)", *notes])
+        if m := TRAINING_TEXT.search(line):
+            return Phase(
+                "runtime", True, [f"it follows the training loop's start (`{m.group(0).strip()}`)", *notes]
+            )
     for line in after[:3]:
         if (m := re.search(r"while processing method (\w+)", line)) and STARTUP_FRAMES.search(m.group(1)):
             return Phase("startup", True, [f"the next lines say `{m.group(0)}` (engine start-up)", *notes])
     chained = next((i for i, line in enumerate(after) if _CHAINED.search(line)), None)
-    if chained is None and after and _OWN_TRACEBACK.search(after[0]):
+    if chained is None:
         # round 11: the exception logged first, its own traceback right under it (`logger.exception`
         # writing `OutOfMemoryError(...)` then `Traceback ...` through `engine_step`): the same evidence.
-        chained = 0
+        # round 20: also with up to two other lines between them (wandb's `Waiting for W&B process to
+        # finish... (failed 1).` printed as the run ends, between the exception and its traceback).
+        chained = next((i for i, line in enumerate(after[:3]) if _OWN_TRACEBACK.search(line)), None)
     chain = "\n".join([*after[chained + 1 :], *chained_frames]) if chained is not None else ""
     if chain and (m := STARTUP_FRAMES.search(chain)):
         return Phase(

@@ -273,17 +273,21 @@ def _unwrap(root: Hit, pool: list[Hit]) -> Hit:
     """A wrapper line (wrappers.py) gives way to the classified line it announces, printed within a
     few lines below it in the same file and run: always when it quotes that line's error, and when
     the cause only follows it, when the cause says another category (the wrapper's own class was a
-    guess from its wording; where both agree the earlier line points at the same diagnosis)."""
+    guess from its wording; where both agree the earlier line points at the same diagnosis). A wrapper
+    that no signature or family claims (its class is nobody's) gives way to a new line below it at the
+    same tier: the cause it announces (round 20: torch_npu's bare `ERR02200 DIST call api failed` above
+    CANN's own message)."""
     if not root.wrapper:
         return root
+    bare = root.wrapper == "follows" and _tier(root) == T_NOVEL
     cause = _first_below(
         root,
         pool,
         WINDOW_LINES,
         lambda h: (
             not h.wrapper
-            and _tier(h) <= T_FAMILY
-            and (root.wrapper in ("quotes", "dump") or _class_of(h) != _class_of(root))
+            and (_tier(h) <= T_FAMILY or (bare and _tier(h) == T_NOVEL))
+            and (root.wrapper in ("quotes", "dump", "header") or bare or _class_of(h) != _class_of(root))
         ),
     )
     return cause or root

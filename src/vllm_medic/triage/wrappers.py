@@ -22,7 +22,16 @@ CAUSE_FOLLOWS = re.compile(
     # `NCCL error in: ProcessGroupNCCL.cpp:1287, invalid usage, NCCL version 2.17.1`): the NCCL error
     # name, `Last error:` and NCCL's own message follow.
     r"|NCCL error in: [^\n]*, NCCL version [\w.+\-]+\s*$"
+    # round 20: torch_npu's error code alone at the end of a line (`ERR02200 DIST call api failed`: submodule
+    # and ErrCode, `call <lib> api failed` for an ACL/HCCL/GE call): CANN's own message for the call that
+    # failed (`Config_Error_Ranktable(E10014): Value … is invalid`) is printed on the lines below it.
+    r"|\bERR\d{5} [A-Z]+ call (?:\w+ )?api failed\.?\s*$"
 )
+# round 20: a header with no message of its own: a Rust panic's (Rust >= 1.73: `thread '<unnamed>' panicked
+# at src/file.rs:409:17:`), whose message is the next line. It gives way to that line whenever the line
+# classifies, even to the class the header borrowed from it as a neighbour (blind round 6's mistralrs-44:
+# the CUDA OOM under the header is the root); a message that does not classify leaves the header.
+HEADER_ONLY = re.compile(r"\bpanicked at [^\s:]+:\d+:\d+:\s*$")
 # The cause is quoted inside the line and printed in full by the process that failed.
 QUOTES_CAUSE = re.compile(r"Inspect the stacktrace to find the original error")
 # The line only opens a structured dump (torchelastic's `error_handler: {`): its content below says it.
@@ -32,9 +41,11 @@ WINDOW_LINES = 4
 
 
 def wrapper_kind(message: str) -> str | None:
-    """ "follows" | "quotes" | "dump" | None."""
+    """ "follows" | "header" | "quotes" | "dump" | None."""
     if CAUSE_FOLLOWS.search(message):
         return "follows"
+    if HEADER_ONLY.search(message):
+        return "header"
     if QUOTES_CAUSE.search(message):
         return "quotes"
     if OPENS_DUMP.search(message):
