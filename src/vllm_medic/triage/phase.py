@@ -33,6 +33,15 @@ STARTUP_FRAMES = re.compile(
     # states: that `step` is not a training step).
     r"|\bsetup_model_and_optimizer\b|\binitialize_optimizer_states\b|\b_configure_zero_optimizer\b"
     r"|deepspeed/__init__\.py:initialize\b"
+    # Loading and building a model before it serves: Transformers' weights into a meta model,
+    # `from_pretrained`, DeepSpeed's `init_inference`, PyTorch moving a module to its device
+    # (`Module._apply`, under `.to()`/`.cuda()`), LMDeploy's TurboMind model instance, vLLM's KV-cache
+    # tensors and its kernel warm-ups (`deep_gemm_warmup.py:_warmup`), TensorRT-LLM's executor creation.
+    r"|_load_state_dict_into_meta_model|\bfrom_pretrained\b|\binit_inference\b|module\.py:_apply\b"
+    r"|create_model_instance|allocate_kv_cache|:_warmup\b|_warmup\.py:|py_executor_creator\.py:|observe_creation_stage"
+    # CUDA graph capture as torch names it (`torch/cuda/graphs.py:capture_end`), tpu-inference compiling
+    # the model's programs before serving (`compilation_manager.py`).
+    r"|\bcapture_(?:begin|end)\b|compilation_manager\.py:"
 )
 # Frames of request serving and the runtime's words: data (data/phase.yaml), loaded below with the
 # phase picked when nothing shows one.
@@ -62,6 +71,42 @@ STARTUP_TEXT = re.compile(
     r"|Memory profiling|Capturing (?:CUDA|cuda) ?graph|Capture cuda graph|Load weight (?:begin|end)"
     r"|init engine \(profile|KV Cache is allocated|Memory pool end|Graph capturing"
     r"|Method Warmup encountered an error|Warming up model"
+    # Steps and checks that only run while a server starts, named on the root line or just above it:
+    # vLLM's free-memory check `on startup`, its warm-up of the sampler, the weights it failed to create
+    # or load, the KV-cache sizing (`# GPU blocks`, `Available KV cache memory`, the `max seq len … larger
+    # than … can be stored in KV cache` check, `No available memory for the cache blocks`); TensorRT-LLM's
+    # k/v cache allocation and execution-context creation; llama.cpp's model and context load
+    # (`load_tensors:`, `llama_kv_cache_init:`, `llama_new_context_with_model:`, `llama_model_load:`),
+    # which its servers (Ollama, llama-server) run once per model load (not a `vocab only` load: Ollama
+    # reads a model's tokenizer alone while it serves, blind round 16's ollama-8492).
+    r"|\bon startup is less than\b|\bwhen warming up\b|\bWarmup failed\b"
+    r"|\bFailed to (?:create|load) (?:\w+ ){0,3}weights\b|\bFailed to load model\b|Loading model weights took"
+    r"|# GPU blocks: \d|Available KV cache memory:|can be stored in KV cache\b|No available memory for the cache blocks"
+    r"|\bAllocate \d+ bytes for k/v cache|\btotal tokens in paged KV cache|allocation in IExecutionContext creation"
+    r"|^(?:\S+ )*(?:load_tensors|llama_kv_cache_init|llama_new_context_with_model|llama_model_load\w*):(?! vocab only)"
+    # ggml's backend buffers (weights, KV cache, compute graph) are allocated as a model is loaded; Ollama's
+    # server waiting for its runner to come up; TensorRT-LLM sizing its paged KV cache; vLLM capturing graphs;
+    # TGI's warm-up check of the prefill budget; a KV-cache pool too small for its blocks.
+    r"|\bggml_backend_\w+_buffer_type_alloc_buffer\b|waiting for server to become available"
+    r"|(?i:\bmax tokens in paged kv cache\b)|Capturing the model for CUDA graphs"
+    r"|\bnot enough memory to handle \d+ prefill tokens|\bNot enough memory for \d+ blocks of KV cache"
+    # vLLM's profiling of multimodal inputs, Ollama refusing a model larger than the memory it has,
+    # TensorRT's engine builder, a warm-up function named in a traceback's text. (XLA's `compile permanent
+    # error` is no start-up word: torch_xla compiles lazily inside `generate`, blind round 8's torch-xla-7962.)
+    r"|\bused for profiling\b|\bprofiling\.py:\d+\]|\bmodel requires more (?:system )?memory\b"
+    r"|\[GraphReduction\]|\bDetected \d+ inputs and \d+ output network tensors|, in _?warm_?up\w*\s*$"
+)
+# Lines an engine prints just below a root that kept it from starting: the root was start-up's. vLLM's
+# `EngineCore failed to start.` / `Engine core initialization failed`, TGI's `ShardCannotStart` / `Shard 0
+# failed to start` / `Unable to warmup model`, Triton's model that failed to load and its
+# `creating modelInstanceState`, TensorRT-LLM's executor that could not be created, llama.cpp's model or
+# compute buffers that could not be set up, an application's "model failed to load".
+STARTUP_AFTER = re.compile(
+    r"EngineCore failed to start|Engine core initialization failed|\bShardCannotStart\b"
+    r"|\bShard \d+ failed to start|Unable to warmup model|(?i:\bmodel failed to load\b)|\berror loading model\b"
+    r"|failed to allocate compute buffers|Failed to initialize executor|Executor creation failed"
+    r"|when creating modelInstanceState|\bloading failed with error\b|\berror loading (?:llama )?server\b"
+    r"|failed to create context with model|\bllama_kv_cache_init\b.* failed|\bllama_init_from_model:|\bmsg=load request="
 )
 # round 20: lines a training loop prints as it starts its steps, just above the root: Megatron's
 # `training ...` (pretrain(), after `done with setup ...`), its per-iteration log, Hugging Face Trainer's
@@ -184,9 +229,9 @@ def decide(
         return Phase(
             "startup", True, [f"the traceback runs through `{m.group(0)}` (engine start-up)", *notes]
         )
-    if m := STARTUP_TEXT.search(text):
+    if m := STARTUP_TEXT.search(text) or STARTUP_AFTER.search(text):
         # A start-up step named on the line itself: a graph capture that failed, a progress bar the
-        # error was glued to.
+        # error was glued to, an engine saying it could not start.
         return Phase("startup", True, [f"the line itself names a start-up step (`{m.group(0)}`)", *notes])
     if m := RUNTIME_TEXT.search(text):
         return Phase(
@@ -206,6 +251,12 @@ def decide(
     for line in after[:3]:
         if (m := re.search(r"while processing method (\w+)", line)) and STARTUP_FRAMES.search(m.group(1)):
             return Phase("startup", True, [f"the next lines say `{m.group(0)}` (engine start-up)", *notes])
+        if m := STARTUP_AFTER.search(line) or STARTUP_TEXT.search(line):
+            return Phase(
+                "startup",
+                True,
+                [f"the next lines say `{m.group(0)}` (it kept the engine from starting)", *notes],
+            )
     chained = next((i for i, line in enumerate(after) if _CHAINED.search(line)), None)
     if chained is None:
         # round 11: the exception logged first, its own traceback right under it (`logger.exception`
