@@ -1,4 +1,4 @@
-"""scripts/label_agreement.py: the label-noise ceilings published for blind rounds 10, 13, 20 and 21 (blind/README.md)."""
+"""scripts/label_agreement.py: the label-noise ceilings published for blind rounds 10, 13, 20, 21 and 22 (blind/README.md)."""
 
 from __future__ import annotations
 
@@ -45,6 +45,14 @@ def test_round21_agreement_is_the_published_figure() -> None:
     assert "77 logs labelled twice" in out.stdout
     assert "category agreement 69/77 = 89.6 %, exact line 75/77 = 97.4 %, both 67/77 = 87.0 %" in out.stdout
     assert "high-confidence calls: category 28/28 = 100.0 %" in out.stdout
+
+
+def test_round22_agreement_is_the_published_figure() -> None:
+    out = _run(BLIND / "round22.jsonl", BLIND.parent / "relabel/round22.jsonl")
+    assert out.returncode == 0, out.stderr
+    assert "79 logs labelled twice" in out.stdout
+    assert "category agreement 71/79 = 89.9 %, exact line 73/79 = 92.4 %, both 66/79 = 83.5 %" in out.stdout
+    assert "high-confidence calls: category 38/38 = 100.0 %" in out.stdout
 
 
 def test_disagreement_and_missing_rows_are_named(tmp_path: Path) -> None:
